@@ -1,0 +1,98 @@
+// Header types of the switch's parser (the PHV), with host-order fields, and
+// their wire sizes. decode()/encode() convert one header from/to its bytes.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "proto/bytes.hpp"
+
+namespace agq::proto {
+
+using Mac = std::array<uint8_t, 6>;
+std::string mac_to_string(const Mac& m);
+bool mac_from_string(const std::string& s, Mac& out);
+std::string ipv4_to_string(uint32_t ip);
+bool ipv4_from_string(const std::string& s, uint32_t& out);
+
+inline constexpr uint16_t kEtherTypeIpv4 = 0x0800;
+inline constexpr uint16_t kEtherTypeArp = 0x0806;
+inline constexpr uint16_t kEtherTypeVlan = 0x8100;
+inline constexpr uint8_t kIpProtoUdp = 17;
+
+struct Ethernet {
+  static constexpr int kLen = 14;
+  Mac dst{}, src{};
+  uint16_t ether_type = 0;
+  void decode(const uint8_t* p);
+  void encode(uint8_t* p) const;
+};
+
+struct Vlan {
+  static constexpr int kLen = 4;
+  uint8_t pcp = 0;
+  uint8_t cfi = 0;
+  uint16_t vid = 0;
+  uint16_t ether_type = 0;
+  void decode(const uint8_t* p);
+  void encode(uint8_t* p) const;
+};
+
+struct Ipv4 {
+  static constexpr int kLen = 20;  // options are not parsed
+  uint8_t version = 4, ihl = 5, diffserv = 0;
+  uint16_t total_len = 0, identification = 0;
+  uint8_t flags = 0;
+  uint16_t frag_offset = 0;
+  uint8_t ttl = 64, protocol = 0;
+  uint16_t hdr_checksum = 0;
+  uint32_t src = 0, dst = 0;
+  void decode(const uint8_t* p);
+  void encode(uint8_t* p) const;
+  uint16_t compute_checksum() const;  // over this header with checksum field 0
+};
+
+struct Udp {
+  static constexpr int kLen = 8;
+  uint16_t src_port = 0, dst_port = 0, length = 0, checksum = 0;
+  void decode(const uint8_t* p);
+  void encode(uint8_t* p) const;
+};
+
+struct Arp {
+  static constexpr int kLen = 28;  // Ethernet/IPv4 ARP
+  uint16_t htype = 1, ptype = kEtherTypeIpv4;
+  uint8_t hlen = 6, plen = 4;
+  uint16_t oper = 0;
+  Mac sha{};
+  uint32_t spa = 0;
+  Mac tha{};
+  uint32_t tpa = 0;
+  void decode(const uint8_t* p);
+  void encode(uint8_t* p) const;
+};
+
+// The published AGQ program's header ("NEW", 73 bytes, big-endian):
+//   0 jobAndSeq:16  2 workerID:8  3 total_workers:8  4 data0..15: 16x32
+//   68 isACK:8  69 hashID:16  71 hash1:13|hash2:3
+inline constexpr uint16_t kAgqClassicPortA = 50000;
+inline constexpr uint16_t kAgqClassicPortB = 50001;
+inline constexpr int kAgqClassicLanes = 16;      // data fields carried
+inline constexpr int kAgqClassicAggLanes = 4;    // data0..3 are aggregated
+
+struct AgqClassic {
+  static constexpr int kLen = 73;
+  uint16_t job_and_seq = 0;
+  uint8_t worker_id = 0;
+  uint8_t total_workers = 0;
+  std::array<uint32_t, kAgqClassicLanes> data{};
+  uint8_t is_ack = 0;
+  uint16_t hash_id = 0;
+  uint16_t hash1 = 0;  // 13 bits
+  uint8_t hash2 = 0;   // 3 bits
+  void decode(const uint8_t* p);
+  void encode(uint8_t* p) const;
+};
+
+}  // namespace agq::proto
