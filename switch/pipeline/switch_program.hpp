@@ -1,0 +1,41 @@
+// The programs the switch can run (classic, and later agq) share this
+// interface: a tna::Program with the ordinary-forwarding control inside it
+// and a generic register dump for the control socket.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "pipeline/forwarding.hpp"
+#include "tna/pre.hpp"
+#include "tna/program.hpp"
+
+namespace agq::pipeline {
+
+class SwitchProgram : public tna::Program {
+ public:
+  using NamedCells = std::vector<std::pair<std::string, uint64_t>>;
+
+  SwitchProgram(ForwardingConfig fwd_cfg, tna::ReplicationEngine& pre)
+      : forwarding_(fwd_cfg), pre_(pre) {}
+
+  Forwarding& forwarding() { return forwarding_; }
+  const Forwarding& forwarding() const { return forwarding_; }
+
+  // Number of aggregators (register rows) the control plane can dump.
+  virtual uint32_t aggregator_count() const = 0;
+  // Every register cell that belongs to aggregator `index` (and its
+  // per-sequence slots), by register name, e.g. {"reg0", 0x1e180}.
+  virtual NamedCells dump_aggregator(uint32_t index) const = 0;
+
+ protected:
+  tna::ReplicationEngine& pre() { return pre_; }
+
+ private:
+  Forwarding forwarding_;
+  tna::ReplicationEngine& pre_;
+};
+
+}  // namespace agq::pipeline
