@@ -1,0 +1,125 @@
+"""Process harness for integration tests: builds EAL command lines for
+virtual ports, starts the project's binaries, and guarantees that every
+process a test starts is stopped when the test ends, also on failure.
+
+Use it as a pytest fixture (`procs`, see conftest.py) or as a context
+manager (`with Processes(tmpdir) as procs:`).
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+SOURCE_DIR = Path(os.environ.get("AGQ_SOURCE_DIR", Path(__file__).resolve().parents[2]))
+BUILD_DIR = Path(os.environ.get("AGQ_BUILD_DIR", SOURCE_DIR / "build"))
+
+
+def binary(name: str) -> Path:
+    for cand in (BUILD_DIR / "switch" / name, BUILD_DIR / "workers" / name, BUILD_DIR / name):
+        if cand.exists():
+            return cand
+    raise FileNotFoundError(f"{name} not built under {BUILD_DIR}")
+
+
+def eal_args(prefix: str, lcores: str = "0", vdevs: list[str] = (), mem_mb: int = 256) -> list[str]:
+    """EAL flags that work on a NIC-less machine without hugepages."""
+    args = ["--no-huge", "-m", str(mem_mb), "--no-pci", "-l", lcores,
+            "--file-prefix", prefix, "--log-level=warning", "--no-telemetry"]
+    for v in vdevs:
+        args.append(f"--vdev={v}")
+    return args
+
+
+def memif_vdev(index: int, socket: Path, role: str, memif_id: int = 0) -> str:
+    # socket-abstract=no: a file socket per test, so parallel runs never collide (P5)
+    return f"net_memif{index},role={role},id={memif_id},socket={socket},socket-abstract=no"
+
+
+def wait_for(pred, timeout: float, interval: float = 0.05, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = pred()
+        if v:
+            return v
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
+
+
+class Proc:
+    def __init__(self, name: str, popen: subprocess.Popen, log: Path):
+        self.name, self.popen, self.log = name, popen, log
+
+    @property
+    def pid(self):
+        return self.popen.pid
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    def alive(self) -> bool:
+        return self.popen.poll() is None
+
+    def stop(self, sig=signal.SIGINT, timeout: float = 10.0) -> int:
+        if self.popen.poll() is None:
+            self.popen.send_signal(sig)
+            try:
+                self.popen.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+        return self.popen.returncode
+
+    def wait(self, timeout: float) -> int:
+        return self.popen.wait(timeout)
+
+
+class Processes:
+    """Starts processes with output captured to files in `workdir`; stops
+    all of them (SIGINT, then SIGKILL) on close(), in reverse start order."""
+
+    def __init__(self, workdir: Path):
+        self.workdir = Path(workdir)
+        self.procs: list[Proc] = []
+
+    def start(self, name: str, argv: list[str], env=None) -> Proc:
+        log = self.workdir / f"{name}.log"
+        f = open(log, "wb")
+        p = subprocess.Popen([str(a) for a in argv], stdout=f, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL, env=env)
+        f.close()
+        proc = Proc(name, p, log)
+        self.procs.append(proc)
+        return proc
+
+    def close(self):
+        for p in reversed(self.procs):
+            p.stop()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def run(argv: list, timeout: float = 60.0) -> subprocess.CompletedProcess:
+    return subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=timeout)
+
+
+def agqctl(socket: Path, *words: str, timeout: float = 10.0) -> subprocess.CompletedProcess:
+    return run([binary("agqctl"), "--socket", socket, *words], timeout=timeout)
+
+
+def counters(socket: Path) -> dict[str, int]:
+    """`agqctl counters` as a dict name -> value."""
+    r = agqctl(socket, "counters")
+    assert r.returncode == 0, r.stdout + r.stderr
+    out = {}
+    for line in r.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 2 and parts[1].lstrip("-").isdigit():
+            out[parts[0]] = int(parts[1])
+    return out
