@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh Debian 12 machine (run as root):
+# installs packages, builds, and runs every test twice —
+#   1. Release build: unit tests + integration tests (real agq-switch and
+#      workers on virtual DPDK ports);
+#   2. Debug build with ASan+UBSan and the TNA rule checks on: the same tests.
+# Usage: scripts/test.sh [--quick]   (--quick: Release build only)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quick=0
+for a in "$@"; do
+  case "$a" in
+    --quick) quick=1 ;;
+    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    *) echo "test.sh: unknown option '$a' (try --help)" >&2; exit 2 ;;
+  esac
+done
+
+scripts/setup.sh
+jobs=$(nproc)
+
+echo "== Release build"
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+ninja -C build
+ctest --test-dir build --output-on-failure -j "$jobs"
+
+if [ "$quick" -eq 0 ]; then
+  echo "== Debug + ASan/UBSan build (TNA rule checks on)"
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DAGQ_SANITIZE=ON -DAGQ_BUILD_BENCH=OFF >/dev/null
+  ninja -C build-asan
+  # DPDK's EAL keeps its memory until exit; leaks are checked by the unit
+  # tests' own process, not by LSan at DPDK exit.
+  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --test-dir build-asan --output-on-failure -j "$jobs"
+fi
+echo "== all tests passed"
