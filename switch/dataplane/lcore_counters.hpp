@@ -1,0 +1,48 @@
+// Counters of one dataplane lcore. Each lcore writes only its own block
+// (no sharing, no atomic read-modify-write on the hot path); the control
+// thread reads them at any time. Relaxed atomic load+store compiles to a
+// plain add on x86 and keeps those concurrent reads free of torn values.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace agq::dataplane {
+
+// A single-writer counter.
+class Counter {
+ public:
+  void add(uint64_t n) { v_.store(v_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
+  uint64_t get() const { return v_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<uint64_t> v_{0};
+};
+
+// alignas(64): two lcores' blocks never share a cache line.
+struct alignas(64) LcoreCounters {
+  Counter rx;              // packets received
+  Counter tx;              // packets (and replicas) handed to the NIC
+  Counter tx_dropped;      // refused by a full tx queue (tx buffer error callback)
+  Counter clones;          // multicast replicas made with rte_pktmbuf_clone
+  Counter clone_failures;  // replicas lost because the clone pool was empty
+  Counter program_drops;   // Decision::Drop (the program counts the reason)
+  Counter multiseg_drops;  // multi-segment mbufs that could not be linearized
+  Counter bad_port_drops;  // unicast/multicast to a port that does not exist
+  Counter idle_sleeps;     // sleeps of the idle back-off
+
+  // Calls fn(name, value) for every counter, in a stable order.
+  template <typename Fn> void for_each(Fn&& fn) const {
+    fn("rx", rx.get());
+    fn("tx", tx.get());
+    fn("tx_dropped", tx_dropped.get());
+    fn("clones", clones.get());
+    fn("clone_failures", clone_failures.get());
+    fn("program_drops", program_drops.get());
+    fn("multiseg_drops", multiseg_drops.get());
+    fn("bad_port_drops", bad_port_drops.get());
+    fn("idle_sleeps", idle_sleeps.get());
+  }
+};
+
+}  // namespace agq::dataplane
