@@ -1,0 +1,71 @@
+#include "dataplane/switch_view.hpp"
+
+#include <rte_ethdev.h>
+
+#include <cinttypes>
+#include <cstdio>
+
+namespace agq::dataplane {
+
+std::vector<control::PortStatsRow> SwitchView::port_stats() {
+  std::vector<control::PortStatsRow> rows;
+  for (uint16_t p = 0; p < ports_.count(); ++p) {
+    control::PortStatsRow r{};
+    r.id = p;
+    r.name = ports_.info(p).name;
+    rte_ether_addr mac{};
+    char buf[RTE_ETHER_ADDR_FMT_SIZE] = "?";
+    if (rte_eth_macaddr_get(p, &mac) == 0) rte_ether_format_addr(buf, sizeof buf, &mac);
+    r.mac = buf;
+    rte_eth_link link{};
+    r.link_up = rte_eth_link_get_nowait(p, &link) == 0 && link.link_status == RTE_ETH_LINK_UP;
+    rte_eth_stats s{};
+    if (rte_eth_stats_get(p, &s) == 0) {
+      r.rx_packets = s.ipackets;
+      r.rx_bytes = s.ibytes;
+      r.tx_packets = s.opackets;
+      r.tx_bytes = s.obytes;
+      r.rx_dropped = s.imissed + s.ierrors + s.rx_nombuf;
+      r.tx_dropped = s.oerrors;
+    }
+    const uint64_t base = p < tx_dropped_base_.size() ? tx_dropped_base_[p] : 0;
+    r.tx_dropped += dp_.tx_dropped(p) - base;
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
+void SwitchView::clear_port_stats() {
+  for (uint16_t p = 0; p < ports_.count(); ++p) rte_eth_stats_reset(p);
+  base_ = dp_.totals();
+  tx_dropped_base_.assign(ports_.count(), 0);
+  for (uint16_t p = 0; p < ports_.count(); ++p) tx_dropped_base_[p] = dp_.tx_dropped(p);
+}
+
+void SwitchView::visit_counters(const tna::CounterVisitor& v) {
+  const auto totals = dp_.totals();
+  for (size_t i = 0; i < totals.size(); ++i) {
+    const uint64_t base = i < base_.size() ? base_[i].second : 0;
+    v("dp." + totals[i].first, totals[i].second - base);
+  }
+}
+
+std::string format_port_stats(const std::vector<control::PortStatsRow>& rows) {
+  std::string out;
+  char line[256];
+  std::snprintf(line, sizeof line, "%-4s %-16s %-17s %-4s %12s %14s %12s %14s %10s %10s\n", "port",
+                "name", "mac", "link", "rx_packets", "rx_bytes", "tx_packets", "tx_bytes",
+                "rx_drop", "tx_drop");
+  out += line;
+  for (const auto& r : rows) {
+    std::snprintf(line, sizeof line,
+                  "%-4u %-16s %-17s %-4s %12" PRIu64 " %14" PRIu64 " %12" PRIu64 " %14" PRIu64
+                  " %10" PRIu64 " %10" PRIu64 "\n",
+                  unsigned(r.id), r.name.c_str(), r.mac.c_str(), r.link_up ? "up" : "down",
+                  r.rx_packets, r.rx_bytes, r.tx_packets, r.tx_bytes, r.rx_dropped, r.tx_dropped);
+    out += line;
+  }
+  return out;
+}
+
+}  // namespace agq::dataplane

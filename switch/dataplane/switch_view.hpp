@@ -1,0 +1,39 @@
+// What the control plane sees of the DPDK dataplane (control::DataplaneView):
+// per-port ethdev statistics and the lcores' counters summed. Called from the
+// control thread while the lcores run; it only reads.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "control/control_plane.hpp"
+#include "dataplane/ports.hpp"
+#include "dataplane/switch_dataplane.hpp"
+
+namespace agq::dataplane {
+
+class SwitchView final : public control::DataplaneView {
+ public:
+  SwitchView(const Ports& ports, const SwitchDataplane& dp) : ports_(ports), dp_(dp) {}
+
+  // rx/tx from rte_eth_stats_get; rx_dropped = imissed + ierrors + rx_nombuf;
+  // tx_dropped = oerrors + the lcores' tx-buffer drops on that port.
+  std::vector<control::PortStatsRow> port_stats() override;
+  // Resets the ethdev statistics and zeroes the dataplane counters (the
+  // lcores' counters are single-writer, so "zero" is a baseline subtracted
+  // on read).
+  void clear_port_stats() override;
+  // "dp.rx", "dp.tx", "dp.tx_dropped", ... (LcoreCounters::for_each order).
+  void visit_counters(const tna::CounterVisitor& v) override;
+
+ private:
+  const Ports& ports_;
+  const SwitchDataplane& dp_;
+  std::vector<std::pair<std::string, uint64_t>> base_;  // totals at the last clear
+  std::vector<uint64_t> tx_dropped_base_;                // per port
+};
+
+// A fixed-width table of port_stats(), one port per line, for the final report.
+std::string format_port_stats(const std::vector<control::PortStatsRow>& rows);
+
+}  // namespace agq::dataplane

@@ -1,0 +1,256 @@
+// agq-switch: EAL arguments, then `--`, then the application's flags.
+//
+// Start-up order, and why: EAL first (it owns argv up to `--` and probes the
+// ports); then the flags and the configuration, checked against the probed
+// port count before anything is started; then the program, its tables and
+// the PRE; then the ports, the control socket and finally the lcores. Any
+// failure before traffic flows prints one message and exits non-zero with
+// nothing left started or bound: the RAII objects of run_switch() unwind
+// (socket, lcores' buffers, ports) before rte_eal_cleanup.
+//
+// CLI11 lives in this file only: it costs ~10 s of compile time per TU.
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+
+#include <CLI/CLI.hpp>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "control/config.hpp"
+#include "control/control_plane.hpp"
+#include "control/ctl_protocol.hpp"
+#include "dataplane/ports.hpp"
+#include "dataplane/rate_reporter.hpp"
+#include "dataplane/switch_dataplane.hpp"
+#include "dataplane/switch_view.hpp"
+#include "pipeline/forwarding.hpp"
+
+namespace {
+
+// Set by SIGINT/SIGTERM; a lock-free atomic store is async-signal-safe.
+std::atomic<bool> g_stop{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+extern "C" void on_signal(int) { g_stop.store(true); }
+
+struct Flags {
+  std::string config;
+  std::string ctl_socket;
+  uint32_t idle_sleep_us = 100;
+  uint16_t burst = 32;
+  double stats_interval = 0;
+  bool quiet = false;
+};
+
+constexpr const char* kFooter = R"(
+EAL options (cores, memory, ports) come first, then `--`, then the options
+above. Ports are numbered in the order DPDK probes them: --vdev order for
+virtual devices. Without a NIC and without hugepages, for example:
+
+  agq-switch --no-huge -m 256 --no-pci -l 0 --file-prefix sw \
+      --log-level=warning --no-telemetry \
+      --vdev=net_memif0,role=server,id=0,socket=/tmp/agq0.sock,socket-abstract=no \
+      --vdev=net_memif1,role=server,id=0,socket=/tmp/agq1.sock,socket-abstract=no \
+      -- --config conf/classic.toml --ctl-socket /tmp/agq.ctl --stats-interval 1
+
+Replay a capture instead: --vdev=net_pcap0,rx_pcap=in.pcap,tx_pcap=out0.pcap
+Every lcore given to -l runs the dataplane. Stop with Ctrl-C (SIGINT) or
+SIGTERM: the final counters and per-port statistics are printed.
+Query a running switch: agqctl --socket /tmp/agq.ctl counters
+EAL's own options: agq-switch --help -- (or see the DPDK EAL documentation).
+Exit codes: 0 stopped by a signal, 1 configuration/port/start-up error,
+2 bad command line.)";
+
+void define_flags(CLI::App& app, Flags& f) {
+  app.description(
+      "agq-switch: DPDK software top-of-rack switch with in-network gradient aggregation.\n"
+      "Usage: agq-switch [EAL options] -- --config FILE [options]");
+  app.add_option("--config", f.config, "switch configuration file (TOML, see conf/README.md)")
+      ->required();
+  app.add_option("--ctl-socket", f.ctl_socket,
+                 std::string("control socket path; overrides the configuration's [switch] "
+                             "ctl_socket (default ") +
+                     agq::control::kDefaultCtlSocket + ")");
+  app.add_option("--idle-sleep-us", f.idle_sleep_us,
+                 "idle lcores sleep up to this many microseconds between polls; 0 = busy poll")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 1000000u));
+  app.add_option("--burst", f.burst, "rx burst and tx batch size")
+      ->capture_default_str()
+      ->check(CLI::Range(1, int(agq::dataplane::SwitchDataplane::kMaxBurst)));
+  app.add_option("--stats-interval", f.stats_interval,
+                 "print a one-line rate summary every S seconds; 0 = never")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--quiet", f.quiet, "no start-up banner and no final report (errors still print)");
+  app.footer(kFooter);
+}
+
+// `agq-switch --help` (or -h after `--`) must work without EAL: EAL would
+// otherwise parse --help itself, or fail for lack of ports.
+bool app_help_requested(int argc, char** argv) {
+  int first = 1;
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--") == 0) first = i + 1;
+  for (int i = first; i < argc; ++i)
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) return true;
+  return false;
+}
+
+void print_banner(const agq::dataplane::Ports& ports, const agq::dataplane::SwitchDataplane& dp,
+                  const agq::control::SwitchConfig& cfg, const std::string& socket) {
+  std::printf("agq-switch: pipeline %s, config %s, control socket %s\n", cfg.pipeline.c_str(),
+              cfg.path.c_str(), socket.c_str());
+  for (uint16_t p = 0; p < ports.count(); ++p) {
+    const auto& i = ports.info(p);
+    std::printf("  port %u: %s (%s), %u tx queue%s%s\n", unsigned(p), i.name.c_str(), i.driver.c_str(),
+                unsigned(i.tx_queues), i.tx_queues == 1 ? "" : "s",
+                i.tx_shared && dp.lcore_count() > 1 ? ", shared by the lcores under a lock" : "");
+  }
+  for (const auto& [lcore, rx] : dp.rx_assignment()) {
+    std::printf("  lcore %u polls:", lcore);
+    if (rx.empty()) std::printf(" nothing (more lcores than ports)");
+    for (uint16_t p : rx) std::printf(" port %u", unsigned(p));
+    std::printf("\n");
+  }
+  std::fflush(stdout);
+}
+
+// Everything after EAL and the flags. Returns the exit code; every object
+// it creates is destroyed (ports stopped, socket removed) when it returns.
+int run_switch(const Flags& f) {
+  using namespace agq;
+  control::SwitchConfig cfg;
+  tna::ReplicationEngine pre;
+  std::unique_ptr<pipeline::SwitchProgram> prog;
+  const uint16_t nports = rte_eth_dev_count_avail();
+  try {
+    cfg = control::load_config(f.config);
+    if (nports == 0) {
+      std::fprintf(stderr,
+                   "agq-switch: no ports: give DPDK a NIC or a virtual device, e.g. "
+                   "--vdev=net_memif0,role=server,id=0,socket=/tmp/agq0.sock,socket-abstract=no "
+                   "(see --help)\n");
+      return 1;
+    }
+    control::check_ports(cfg, nports);
+    prog = control::make_program(cfg, pre);
+    control::install_entries(cfg, *prog);
+  } catch (const control::ConfigError& e) {
+    std::fprintf(stderr, "agq-switch: %s\n", e.what());
+    return 1;
+  }
+  // Floods (broadcast, unknown unicast) go to every port but the ingress one.
+  std::vector<tna::PortId> all(nports);
+  for (uint16_t p = 0; p < nports; ++p) all[p] = p;
+  pre.set_group(pipeline::Forwarding::kFloodGroup, all);
+
+  const std::string socket = !f.ctl_socket.empty()   ? f.ctl_socket
+                             : !cfg.ctl_socket.empty() ? cfg.ctl_socket
+                                                       : control::kDefaultCtlSocket;
+  dataplane::PortOptions popt;
+  popt.lcores = rte_lcore_count();
+  popt.burst = f.burst;
+  dataplane::LoopOptions lopt;
+  lopt.burst = f.burst;
+  lopt.idle_sleep_us = f.idle_sleep_us;
+
+  std::unique_ptr<dataplane::Ports> ports;
+  std::unique_ptr<dataplane::SwitchDataplane> dp;
+  try {
+    ports = std::make_unique<dataplane::Ports>(popt);
+    dp = std::make_unique<dataplane::SwitchDataplane>(*ports, *prog, pre, lopt);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "agq-switch: %s\n", e.what());
+    return 1;
+  }
+  dataplane::SwitchView view(*ports, *dp);
+  control::ControlPlane cp(*prog, view, socket);
+  try {
+    cp.start();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "agq-switch: control socket %s: %s\n", socket.c_str(), e.what());
+    return 1;
+  }
+  if (!f.quiet) print_banner(*ports, *dp, cfg, socket);
+
+  // From here on traffic flows; a failing helper thread stops the switch.
+  std::thread ctl([&] {
+    try {
+      cp.run(g_stop);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "agq-switch: control plane stopped: %s\n", e.what());
+      g_stop.store(true);
+    }
+  });
+  std::thread stats;
+  dataplane::RateReporter reporter(*dp, f.stats_interval);
+  if (f.stats_interval > 0) stats = std::thread([&] { reporter.run(g_stop); });
+
+  dp->run(g_stop);  // the main lcore polls too; returns after SIGINT/SIGTERM
+
+  g_stop.store(true);  // also when the lcores returned for another reason
+  ctl.join();
+  if (stats.joinable()) stats.join();
+  cp.stop_and_unlink();
+  if (!f.quiet) {
+    std::printf("\nagq-switch: stopped. Counters:\n%s\nPorts:\n%s", cp.format_counters().c_str(),
+                dataplane::format_port_stats(view.port_stats()).c_str());
+    std::fflush(stdout);
+  }
+  return 0;  // dp, then ports: buffers freed, ports stopped and closed
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"", "agq-switch"};
+  Flags flags;
+  define_flags(app, flags);
+  if (app_help_requested(argc, argv)) {
+    std::cout << app.help();
+    return 0;
+  }
+
+  // rte_eal_init permutes its argv: give it a copy of the pointers.
+  std::vector<char*> eal_argv(argv, argv + argc);
+  const int used = rte_eal_init(argc, eal_argv.data());
+  if (used < 0) {
+    const int err = rte_errno;
+    std::fprintf(stderr, "agq-switch: EAL initialisation failed: %s (EAL options come first, then --; see --help)\n",
+                 rte_strerror(err));
+    return err == EINVAL ? 2 : 1;
+  }
+  // Handlers before anything long-running: a Ctrl-C during start-up then
+  // lets the switch come up and shut down in order instead of dying mid-way.
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+
+  // What EAL did not consume: argv[used] is the program name again.
+  int rc;
+  try {
+    app.parse(argc - used, eal_argv.data() + used);
+    rc = run_switch(flags);
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    rc = 0;
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);  // prints the error and a hint to use --help
+    rc = 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "agq-switch: %s\n", e.what());
+    rc = 1;
+  }
+  rte_eal_cleanup();
+  return rc;
+}
