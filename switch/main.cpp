@@ -73,8 +73,7 @@ Exit codes: 0 stopped by a signal, 1 configuration/port/start-up error,
 
 void define_flags(CLI::App& app, Flags& f) {
   app.description(
-      "agq-switch: DPDK software top-of-rack switch with in-network gradient aggregation.\n"
-      "Usage: agq-switch [EAL options] -- --config FILE [options]");
+      "agq-switch: DPDK software top-of-rack switch with in-network gradient aggregation.");
   app.add_option("--config", f.config, "switch configuration file (TOML, see conf/README.md)")
       ->required();
   app.add_option("--ctl-socket", f.ctl_socket,
@@ -214,7 +213,8 @@ int run_switch(const Flags& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"", "agq-switch"};
+  // The name shows in "Usage: agq-switch [EAL options] -- [OPTIONS]".
+  CLI::App app{"", "agq-switch [EAL options] --"};
   Flags flags;
   define_flags(app, flags);
   if (app_help_requested(argc, argv)) {
