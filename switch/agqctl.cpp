@@ -1,0 +1,57 @@
+// agqctl: sends one command to a running agq-switch over its control socket
+// and prints the answer. Exit status: 0 ok, 1 the switch answered "error",
+// 2 the switch could not be reached (or bad agqctl flags).
+// CLI11 lives only in this file: it is slow to compile.
+#include <CLI/CLI.hpp>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "control/ctl_protocol.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"agqctl: talk to a running agq-switch (try: agqctl help)"};
+  std::string socket = agq::control::kDefaultCtlSocket;
+  app.add_option("--socket", socket, "control socket of the switch (its --ctl-socket)")
+      ->envname("AGQ_CTL_SOCKET")
+      ->capture_default_str();
+  // Everything from the first positional word on is the command, passed
+  // through untouched (so "dump 3 -1" reaches the switch's own checks).
+  app.prefix_command();
+  app.footer("COMMAND... e.g.: ports | counters | dump 0 4 | route add 10.2.2.1 1 | mac list | help");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+
+  std::vector<std::string> words = app.remaining();
+  if (words.empty()) {
+    std::cerr << "agqctl: no command given (try: agqctl help)\n";
+    return 2;
+  }
+  // prefix_command() also passes unknown options through; before the
+  // command word they are agqctl typos, not switch arguments.
+  if (words[0].size() > 1 && words[0][0] == '-') {
+    std::cerr << "agqctl: unknown option " << words[0] << "\n" << app.help();
+    return 2;
+  }
+  std::string line;
+  for (const auto& w : words) line += (line.empty() ? "" : " ") + w;
+
+  try {
+    const agq::control::CtlReply r = agq::control::ctl_request(socket, line);
+    if (r.ok) {
+      std::cout << r.body << std::flush;
+      return 0;
+    }
+    std::cerr << r.raw;
+    if (!r.raw.empty() && r.raw.back() != '\n') std::cerr << '\n';
+    return 1;
+  } catch (const agq::control::CtlTransportError& e) {
+    std::cerr << "agqctl: " << e.what();
+    if (e.connect_failed) std::cerr << " (is agq-switch running? pass its --ctl-socket path with --socket)";
+    std::cerr << '\n';
+    return 2;
+  }
+}

@@ -1,0 +1,376 @@
+// The control-socket command interpreter (ControlPlane::execute). Each
+// command parses its arguments strictly, takes prog.lock() only around the
+// program access itself (the dataplane waits on that lock), and answers
+// "ok\n<body>" or "error: <message>\nusage: <its usage>\n".
+#include <algorithm>
+#include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "control/control_plane.hpp"
+#include "control/text.hpp"
+#include "proto/headers.hpp"
+
+namespace agq::control {
+namespace {
+
+struct CommandError {
+  std::string message;
+  std::string usage;  // empty: no usage line
+};
+
+constexpr const char* kUsageClear = "clear counters | clear state | clear ports";
+constexpr const char* kUsageDump = "dump <aggregator> [count]";
+constexpr const char* kUsageRoute = "route add <ip> <port> | route del <ip> | route list";
+constexpr const char* kUsageMac = "mac add <mac> <port> | mac del <mac> | mac list";
+constexpr const char* kUsageArp = "arp add <ip> <mac> | arp del <ip> | arp list";
+// Bounds the response size and how long one request holds the control plane.
+constexpr uint64_t kMaxDumpCount = 1024;
+
+constexpr const char* kHelp =
+    "help                        this text\n"
+    "ports                       per-port link state and statistics\n"
+    "counters                    program and dataplane counters, 'name value' per line\n"
+    "clear counters              zero the program counters\n"
+    "clear state                 zero the aggregation registers (not the tables)\n"
+    "clear ports                 zero the port statistics\n"
+    "dump <aggregator> [count]   register cells of aggregators, hex\n"
+    "route add <ip> <port>       add an IPv4 host route\n"
+    "route del <ip>              remove it\n"
+    "route list                  list the host routes\n"
+    "mac add <mac> <port>        add a static MAC entry (replaces a learned one)\n"
+    "mac del <mac>               remove a static or learned entry\n"
+    "mac list                    list the MAC table, static and learned with age\n"
+    "arp add <ip> <mac>          answer ARP requests for <ip> with <mac>\n"
+    "arp del <ip>                remove it\n"
+    "arp list                    list the ARP proxy entries\n";
+
+std::vector<std::string> split(const std::string& line) {
+  std::istringstream in(line);
+  std::vector<std::string> w;
+  for (std::string s; in >> s;) w.push_back(s);
+  return w;
+}
+
+uint64_t now_ns() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
+}
+
+// Left-aligned columns separated by two spaces; the first row is the header.
+class Columns {
+ public:
+  void row(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
+  std::string render() const {
+    std::vector<size_t> width;
+    for (const auto& r : rows_)
+      for (size_t i = 0; i < r.size(); ++i) {
+        if (width.size() <= i) width.push_back(0);
+        width[i] = std::max(width[i], r[i].size());
+      }
+    std::string out;
+    for (const auto& r : rows_) {
+      std::string line;
+      for (size_t i = 0; i < r.size(); ++i) {
+        line += r[i];
+        if (i + 1 < r.size()) line += std::string(width[i] - r[i].size() + 2, ' ');
+      }
+      out += line + "\n";
+    }
+    return out;
+  }
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+};
+
+class Interpreter {
+ public:
+  Interpreter(pipeline::SwitchProgram& prog, DataplaneView& dp) : prog_(prog), dp_(dp) {}
+
+  std::string run(const std::vector<std::string>& w, ControlPlane& cp) {
+    const std::string& cmd = w[0];
+    if (cmd == "help") {
+      args(w, 1, 1, "help");
+      return kHelp;
+    }
+    if (cmd == "ports") {
+      args(w, 1, 1, "ports");
+      return ports();
+    }
+    if (cmd == "counters") {
+      args(w, 1, 1, "counters");
+      return cp.format_counters();
+    }
+    if (cmd == "clear") return clear(w);
+    if (cmd == "dump") return dump(w);
+    if (cmd == "route") return route(w);
+    if (cmd == "mac") return mac(w);
+    if (cmd == "arp") return arp(w);
+    throw CommandError{"unknown command '" + cmd + "' (try 'help')", ""};
+  }
+
+ private:
+  static void args(const std::vector<std::string>& w, size_t lo, size_t hi, const char* usage) {
+    if (w.size() < lo || w.size() > hi)
+      throw CommandError{w.size() < lo ? "missing arguments" : "too many arguments", usage};
+  }
+
+  static uint32_t ip_arg(const std::string& s, const char* usage) {
+    auto ip = parse_ipv4(s);
+    if (!ip) throw CommandError{"'" + s + "' is not an IPv4 address (a.b.c.d)", usage};
+    return *ip;
+  }
+
+  static proto::Mac mac_arg(const std::string& s, const char* usage) {
+    auto m = parse_mac(s);
+    if (!m) throw CommandError{"'" + s + "' is not a MAC address (xx:xx:xx:xx:xx:xx)", usage};
+    return *m;
+  }
+
+  tna::PortId port_arg(const std::string& s, const char* usage) {
+    auto p = parse_uint(s);
+    if (!p) throw CommandError{"'" + s + "' is not a port number", usage};
+    const size_t n = dp_.port_stats().size();
+    if (*p >= n)
+      throw CommandError{"port " + s + " does not exist (" +
+                             (n == 0 ? std::string("no ports") : std::to_string(n) + " ports: 0.." + std::to_string(n - 1)) +
+                             ")",
+                         usage};
+    return tna::PortId(*p);
+  }
+
+  std::string ports() {
+    Columns t;
+    t.row({"port", "name", "mac", "link", "rx_packets", "rx_bytes", "tx_packets", "tx_bytes", "rx_dropped",
+           "tx_dropped"});
+    for (const auto& r : dp_.port_stats())
+      t.row({std::to_string(r.id), r.name, r.mac, r.link_up ? "up" : "down", std::to_string(r.rx_packets),
+             std::to_string(r.rx_bytes), std::to_string(r.tx_packets), std::to_string(r.tx_bytes),
+             std::to_string(r.rx_dropped), std::to_string(r.tx_dropped)});
+    return t.render();
+  }
+
+  std::string clear(const std::vector<std::string>& w) {
+    args(w, 2, 2, kUsageClear);
+    if (w[1] == "counters") {
+      std::lock_guard g(prog_.lock());
+      prog_.clear_counters();
+    } else if (w[1] == "state") {
+      std::lock_guard g(prog_.lock());
+      prog_.clear_state();
+    } else if (w[1] == "ports") {
+      dp_.clear_port_stats();
+    } else {
+      throw CommandError{"cannot clear '" + w[1] + "'", kUsageClear};
+    }
+    return "";
+  }
+
+  std::string dump(const std::vector<std::string>& w) {
+    args(w, 2, 3, kUsageDump);
+    uint32_t total;
+    {
+      std::lock_guard g(prog_.lock());
+      total = prog_.aggregator_count();
+    }
+    auto first = parse_uint(w[1]);
+    if (!first) throw CommandError{"'" + w[1] + "' is not an aggregator index", kUsageDump};
+    if (*first >= total)
+      throw CommandError{"aggregator " + w[1] + " out of range (" +
+                             (total == 0 ? std::string("no aggregators")
+                                         : std::to_string(total) + " aggregators: 0.." + std::to_string(total - 1)) +
+                             ")",
+                         kUsageDump};
+    uint64_t count = 1;
+    if (w.size() == 3) {
+      auto c = parse_uint(w[2]);
+      if (!c || *c == 0 || *c > kMaxDumpCount)
+        throw CommandError{"count must be 1.." + std::to_string(kMaxDumpCount), kUsageDump};
+      count = std::min<uint64_t>(*c, total - *first);  // a range past the end is cut, not refused
+    }
+    std::string out;
+    for (uint64_t i = *first; i < *first + count; ++i) {
+      pipeline::SwitchProgram::NamedCells cells;
+      {  // one aggregator per lock hold: the dataplane is never stalled for a whole dump
+        std::lock_guard g(prog_.lock());
+        cells = prog_.dump_aggregator(uint32_t(i));
+      }
+      out += "aggregator " + std::to_string(i) + "\n";
+      Columns t;
+      for (const auto& [name, v] : cells) {
+        char hex[32];
+        std::snprintf(hex, sizeof hex, "0x%08" PRIx64, v);
+        t.row({"  " + name, hex});
+      }
+      out += t.render();
+    }
+    return out;
+  }
+
+  std::string route(const std::vector<std::string>& w) {
+    args(w, 2, 4, kUsageRoute);
+    auto& fwd = prog_.forwarding();
+    if (w[1] == "list") {
+      args(w, 2, 2, kUsageRoute);
+      std::vector<std::pair<uint32_t, tna::PortId>> rows;
+      {
+        std::lock_guard g(prog_.lock());
+        fwd.for_each_route([&](uint32_t ip, tna::PortId p) { rows.emplace_back(ip, p); });
+      }
+      std::sort(rows.begin(), rows.end());
+      Columns t;
+      t.row({"ip", "port"});
+      for (auto [ip, p] : rows) t.row({proto::ipv4_to_string(ip), std::to_string(p)});
+      return t.render();
+    }
+    if (w[1] == "add") {
+      args(w, 4, 4, kUsageRoute);
+      const uint32_t ip = ip_arg(w[2], kUsageRoute);
+      const tna::PortId port = port_arg(w[3], kUsageRoute);
+      std::lock_guard g(prog_.lock());
+      if (fwd.add_route(ip, port)) return "";
+      int existing = -1;
+      fwd.for_each_route([&](uint32_t k, tna::PortId p) { if (k == ip) existing = p; });
+      if (existing >= 0)
+        throw CommandError{"a route for " + w[2] + " exists (port " + std::to_string(existing) +
+                               "); 'route del " + w[2] + "' first", ""};
+      throw CommandError{"route table full (" + std::to_string(fwd.config().route_capacity) + " entries)", ""};
+    }
+    if (w[1] == "del") {
+      args(w, 3, 3, kUsageRoute);
+      const uint32_t ip = ip_arg(w[2], kUsageRoute);
+      std::lock_guard g(prog_.lock());
+      if (!fwd.remove_route(ip)) throw CommandError{"no route for " + w[2], ""};
+      return "";
+    }
+    throw CommandError{"unknown route subcommand '" + w[1] + "'", kUsageRoute};
+  }
+
+  std::string mac(const std::vector<std::string>& w) {
+    args(w, 2, 4, kUsageMac);
+    auto& fwd = prog_.forwarding();
+    using Entry = pipeline::Forwarding::MacEntry;
+    if (w[1] == "list") {
+      args(w, 2, 2, kUsageMac);
+      std::vector<std::pair<proto::Mac, Entry>> rows;
+      {
+        std::lock_guard g(prog_.lock());
+        fwd.for_each_mac([&](const proto::Mac& m, const Entry& e) { rows.emplace_back(m, e); });
+      }
+      std::sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.first < b.first; });
+      const uint64_t now = now_ns();
+      Columns t;
+      t.row({"mac", "port", "type", "age_s"});
+      for (const auto& [m, e] : rows) {
+        std::string age = "-";
+        if (!e.is_static) age = std::to_string(now > e.last_seen_ns ? (now - e.last_seen_ns) / 1'000'000'000 : 0);
+        t.row({proto::mac_to_string(m), std::to_string(e.port), e.is_static ? "static" : "learned", age});
+      }
+      return t.render();
+    }
+    if (w[1] == "add") {
+      args(w, 4, 4, kUsageMac);
+      const proto::Mac m = mac_arg(w[2], kUsageMac);
+      if (m[0] & 1) throw CommandError{w[2] + " is a multicast address; static entries are unicast", ""};
+      const tna::PortId port = port_arg(w[3], kUsageMac);
+      std::lock_guard g(prog_.lock());
+      if (fwd.add_static_mac(m, port)) return "";
+      int existing = -1;
+      fwd.for_each_mac([&](const proto::Mac& k, const Entry& e) { if (k == m) existing = e.port; });
+      if (existing >= 0)
+        throw CommandError{"a static entry for " + w[2] + " exists (port " + std::to_string(existing) +
+                               "); 'mac del " + w[2] + "' first", ""};
+      throw CommandError{"MAC table full (" + std::to_string(fwd.config().mac_capacity) + " entries)", ""};
+    }
+    if (w[1] == "del") {
+      args(w, 3, 3, kUsageMac);
+      const proto::Mac m = mac_arg(w[2], kUsageMac);
+      std::lock_guard g(prog_.lock());
+      if (!fwd.remove_mac(m)) throw CommandError{"no entry for " + w[2], ""};
+      return "";
+    }
+    throw CommandError{"unknown mac subcommand '" + w[1] + "'", kUsageMac};
+  }
+
+  std::string arp(const std::vector<std::string>& w) {
+    args(w, 2, 4, kUsageArp);
+    auto& fwd = prog_.forwarding();
+    if (w[1] == "list") {
+      args(w, 2, 2, kUsageArp);
+      std::vector<std::pair<uint32_t, proto::Mac>> rows;
+      {
+        std::lock_guard g(prog_.lock());
+        fwd.for_each_arp_proxy([&](uint32_t ip, const proto::Mac& m) { rows.emplace_back(ip, m); });
+      }
+      std::sort(rows.begin(), rows.end());
+      Columns t;
+      t.row({"ip", "mac"});
+      for (const auto& [ip, m] : rows) t.row({proto::ipv4_to_string(ip), proto::mac_to_string(m)});
+      return t.render();
+    }
+    if (w[1] == "add") {
+      args(w, 4, 4, kUsageArp);
+      const uint32_t ip = ip_arg(w[2], kUsageArp);
+      const proto::Mac m = mac_arg(w[3], kUsageArp);
+      if (m[0] & 1) throw CommandError{w[3] + " is a multicast address; ARP answers need a unicast MAC", ""};
+      std::lock_guard g(prog_.lock());
+      if (fwd.add_arp_proxy(ip, m)) return "";
+      std::string existing;
+      fwd.for_each_arp_proxy([&](uint32_t k, const proto::Mac& v) { if (k == ip) existing = proto::mac_to_string(v); });
+      if (!existing.empty())
+        throw CommandError{"an ARP proxy entry for " + w[2] + " exists (" + existing + "); 'arp del " + w[2] +
+                               "' first", ""};
+      throw CommandError{"ARP proxy table full (" + std::to_string(fwd.config().arp_capacity) + " entries)", ""};
+    }
+    if (w[1] == "del") {
+      args(w, 3, 3, kUsageArp);
+      const uint32_t ip = ip_arg(w[2], kUsageArp);
+      std::lock_guard g(prog_.lock());
+      if (!fwd.remove_arp_proxy(ip)) throw CommandError{"no ARP proxy entry for " + w[2], ""};
+      return "";
+    }
+    throw CommandError{"unknown arp subcommand '" + w[1] + "'", kUsageArp};
+  }
+
+  pipeline::SwitchProgram& prog_;
+  DataplaneView& dp_;
+};
+
+}  // namespace
+
+std::string ControlPlane::execute(const std::string& line) {
+  const auto words = split(line);
+  if (words.empty()) return "error: empty command (try 'help')\n";
+  try {
+    return "ok\n" + Interpreter(prog_, dp_).run(words, *this);
+  } catch (const CommandError& e) {
+    return "error: " + e.message + "\n" + (e.usage.empty() ? "" : "usage: " + e.usage + "\n");
+  } catch (const std::exception& e) {
+    return "error: internal: " + std::string(e.what()) + "\n";
+  }
+}
+
+std::string ControlPlane::format_counters() {
+  std::string out;
+  auto add = [&](std::string_view name, uint64_t v) {
+    out.append(name);
+    out += ' ';
+    out += std::to_string(v);
+    out += '\n';
+  };
+  {
+    std::lock_guard g(prog_.lock());
+    prog_.visit_counters(add);
+  }
+  // Not under the program lock: the dataplane keeps its own counters per lcore.
+  dp_.visit_counters(add);
+  return out;
+}
+
+}  // namespace agq::control

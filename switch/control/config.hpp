@@ -1,0 +1,75 @@
+// The switch's configuration file (TOML, documented in conf/README.md).
+//
+// Loading is strict on purpose: a typo in a key ("learnin") or a port that
+// does not exist would otherwise silently give a switch that forwards
+// differently from what the operator wrote. Every error names the file, the
+// line and the field. The same file is read by the Tofino (bfrt) set-up
+// script with Python's tomllib, so the format stays plain TOML.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "pipeline/classic/classic_program.hpp"
+#include "pipeline/forwarding.hpp"
+#include "pipeline/switch_program.hpp"
+#include "proto/headers.hpp"
+#include "tna/intrinsic.hpp"
+#include "tna/pre.hpp"
+
+namespace agq::control {
+
+// Message format: "FILE:LINE: FIELD: what is wrong" (or "FILE: ..." when
+// there is no line, e.g. the file cannot be opened).
+struct ConfigError : std::runtime_error {
+  using runtime_error::runtime_error;
+};
+
+struct RouteEntry {
+  uint32_t ip;
+  tna::PortId port;
+  int line;
+};
+struct MacEntry {
+  proto::Mac mac;
+  tna::PortId port;
+  int line;
+};
+struct ArpProxyEntry {
+  uint32_t ip;
+  proto::Mac mac;
+  int line;
+};
+
+struct SwitchConfig {
+  std::string path;
+  std::string pipeline = "classic";
+  std::string ctl_socket;  // empty = not set
+  pipeline::classic::ClassicConfig classic;
+  pipeline::ForwardingConfig forwarding;
+  std::vector<RouteEntry> routes;
+  std::vector<MacEntry> macs;
+  std::vector<ArpProxyEntry> arp_proxy;
+  // Every port number the file mentions, with its line and field name, so
+  // check_ports can point at the line once DPDK has said how many ports exist.
+  struct PortRef {
+    tna::PortId port;
+    int line;
+    std::string field;
+  };
+  std::vector<PortRef> port_refs;
+};
+
+SwitchConfig load_config(const std::string& path);  // throws ConfigError
+// Throws ConfigError "FILE:LINE: route[1].port: port 7 does not exist (3 ports: 0..2)".
+void check_ports(const SwitchConfig& cfg, uint16_t port_count);
+std::unique_ptr<pipeline::SwitchProgram> make_program(const SwitchConfig& cfg,
+                                                      tna::ReplicationEngine& pre);
+// Routes, static MACs and ARP proxy entries; throws ConfigError when the
+// program refuses one (duplicate, table full).
+void install_entries(const SwitchConfig& cfg, pipeline::SwitchProgram& prog);
+
+}  // namespace agq::control

@@ -1,0 +1,198 @@
+// Socket side of the control plane: creating the socket safely, the serve
+// loop with its periodic MAC ageing, and tear-down. The command interpreter
+// lives in commands.cpp.
+#include "control/control_plane.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <mutex>
+#include <stdexcept>
+
+#include "control/ctl_protocol.hpp"
+
+namespace agq::control {
+namespace {
+
+// Suffix of the name the socket is bound under before it is renamed into
+// place (see start()).
+constexpr const char* kTmpSuffix = ".new";
+
+[[noreturn]] void fail(const std::string& path, const std::string& what, int err = 0) {
+  throw std::runtime_error("control socket " + path + ": " + what + (err ? std::string(": ") + std::strerror(err) : ""));
+}
+
+// mkdir -p; components this creates get 0700, because the socket lets
+// anyone who can reach it reconfigure the switch.
+void make_parent_dirs(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos || slash == 0) return;
+  const std::string dir = path.substr(0, slash);
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode)) fail(path, dir + " is not a directory");
+    return;
+  }
+  make_parent_dirs(dir);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) fail(path, "cannot create directory " + dir, errno);
+}
+
+sockaddr_un make_addr(const std::string& path) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path, path.c_str(), path.size() + 1);  // caller checked the length
+  return a;
+}
+
+// True when a process accepts connections on the socket file `path`.
+bool someone_listens(const std::string& path) {
+  const int s = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (s < 0) return false;
+  const sockaddr_un a = make_addr(path);
+  const bool live = ::connect(s, reinterpret_cast<const sockaddr*>(&a), sizeof a) == 0;
+  const int err = errno;
+  ::close(s);
+  if (!live && err != ECONNREFUSED && err != ENOENT) fail(path, "cannot check for a running switch", err);
+  return live;
+}
+
+uint64_t now_ns() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
+}
+
+}  // namespace
+
+ControlPlane::ControlPlane(pipeline::SwitchProgram& prog, DataplaneView& dp, std::string socket_path)
+    : prog_(prog), dp_(dp), socket_path_(std::move(socket_path)) {}
+
+ControlPlane::~ControlPlane() { stop_and_unlink(); }
+
+void ControlPlane::start() {
+  const std::string& path = socket_path_;
+  if (path.empty()) fail("(empty)", "no path given");
+  const std::string tmp = path + kTmpSuffix;
+  if (tmp.size() >= sizeof(sockaddr_un::sun_path))
+    fail(path, "path too long (" + std::to_string(path.size()) + " bytes, at most " +
+                   std::to_string(sizeof(sockaddr_un::sun_path) - 1 - std::strlen(kTmpSuffix)) + ")");
+  make_parent_dirs(path);
+
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) fail(path, "exists and is not a socket; refusing to replace it");
+    if (someone_listens(path)) fail(path, "another agq-switch is already listening there");
+    // Otherwise it is stale (a switch that died); the rename below replaces it.
+  }
+  if (::lstat(tmp.c_str(), &st) == 0 && S_ISSOCK(st.st_mode)) ::unlink(tmp.c_str());
+
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) fail(path, "socket", errno);
+  // Bind under a temporary name, restrict it to 0600, and only then rename it
+  // into place and listen: nobody can ever connect to a socket with the
+  // umask's (wider) mode, and there is no umask() call, which would race with
+  // other threads creating files.
+  const sockaddr_un a = make_addr(tmp);
+  auto give_up = [&](const std::string& what, int err) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    fail(path, what, err);
+  };
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+    const int err = errno;
+    ::close(fd);
+    fail(path, "cannot bind " + tmp, err);
+  }
+  if (::chmod(tmp.c_str(), 0600) != 0) give_up("chmod 0600", errno);
+  if (::rename(tmp.c_str(), path.c_str()) != 0) give_up("cannot rename " + tmp + " into place", errno);
+  if (::listen(fd, 16) != 0) {
+    const int err = errno;
+    ::close(fd);
+    ::unlink(path.c_str());
+    fail(path, "listen", err);
+  }
+  if (::stat(path.c_str(), &st) == 0) {
+    socket_ino_ = st.st_ino;
+    socket_dev_ = st.st_dev;
+  }
+  listen_fd_ = fd;
+}
+
+void ControlPlane::run(const std::atomic<bool>& stop) {
+  constexpr uint64_t kAgeEveryNs = 1'000'000'000;
+  uint64_t next_age = now_ns() + kAgeEveryNs;
+  while (!stop.load(std::memory_order_relaxed)) {
+    // A negative fd (start() not called) is ignored by poll: then this loop
+    // only ages the MAC table.
+    pollfd p{listen_fd_, POLLIN, 0};
+    const int n = ::poll(&p, 1, 100);
+    if (n > 0 && (p.revents & POLLIN)) {
+      const int conn = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (conn >= 0) {
+        serve_one(conn);
+        ::close(conn);
+      }
+    }
+    if (now_ns() >= next_age) {
+      age_macs();
+      next_age = now_ns() + kAgeEveryNs;
+    }
+  }
+}
+
+void ControlPlane::serve_one(int conn) {
+  // A client that connects and then says nothing must not stall the control
+  // plane (and the MAC ageing) for long.
+  timeval tv{1, 0};
+  ::setsockopt(conn, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  ::setsockopt(conn, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+
+  std::string line;
+  bool too_long = false;
+  char buf[512];
+  for (;;) {
+    const ssize_t n = ::recv(conn, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // EOF, timeout or error: answer what we have
+    line.append(buf, size_t(n));
+    if (line.find('\n') != std::string::npos) break;
+    if (line.size() > kMaxRequestLine) { too_long = true; break; }
+  }
+  if (auto nl = line.find('\n'); nl != std::string::npos) line.resize(nl);
+  if (!line.empty() && line.back() == '\r') line.pop_back();
+
+  const std::string resp = too_long ? "error: request longer than " + std::to_string(kMaxRequestLine) + " bytes\n"
+                                    : execute(line);
+  for (size_t off = 0; off < resp.size();) {
+    const ssize_t n = ::send(conn, resp.data() + off, resp.size() - off, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // client gone or stuck; drop the response
+    off += size_t(n);
+  }
+}
+
+void ControlPlane::age_macs() {
+  const uint64_t now = now_ns();
+  std::lock_guard g(prog_.lock());
+  prog_.forwarding().age_out(now);
+}
+
+void ControlPlane::stop_and_unlink() {
+  if (listen_fd_ < 0) return;
+  ::close(listen_fd_);
+  listen_fd_ = -1;
+  // Only remove the file if it is still the socket we created; a second
+  // switch may have replaced a file it believed stale.
+  struct stat st {};
+  if (::lstat(socket_path_.c_str(), &st) == 0 && st.st_ino == socket_ino_ && st.st_dev == socket_dev_)
+    ::unlink(socket_path_.c_str());
+}
+
+}  // namespace agq::control

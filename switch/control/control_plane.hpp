@@ -1,0 +1,74 @@
+// The control-plane thread: serves the control socket (ctl_protocol.hpp),
+// interprets its commands, and ages the MAC table. It never touches packets;
+// every access to program state holds prog.lock(), the lock the dataplane
+// holds while it runs a packet through the program.
+#pragma once
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pipeline/switch_program.hpp"
+#include "tna/intrinsic.hpp"
+#include "tna/program.hpp"
+
+namespace agq::control {
+
+struct PortStatsRow {
+  tna::PortId id;
+  std::string name;
+  std::string mac;
+  bool link_up;
+  uint64_t rx_packets, rx_bytes, tx_packets, tx_bytes, rx_dropped, tx_dropped;
+};
+
+// What the control plane may see of the dataplane; implemented by it.
+class DataplaneView {
+ public:
+  virtual ~DataplaneView() = default;
+  virtual std::vector<PortStatsRow> port_stats() = 0;
+  virtual void clear_port_stats() = 0;
+  // Dataplane counters (tx drops, clones, idle sleeps...), stable order.
+  virtual void visit_counters(const tna::CounterVisitor& v) = 0;
+};
+
+class ControlPlane {
+ public:
+  ControlPlane(pipeline::SwitchProgram& prog, DataplaneView& dp, std::string socket_path);
+  ~ControlPlane();
+  ControlPlane(const ControlPlane&) = delete;
+  ControlPlane& operator=(const ControlPlane&) = delete;
+
+  // Creates the socket: missing parent directory made 0700, socket 0600,
+  // a stale socket file replaced; refuses when a live process listens on it
+  // or the path is not a socket. Throws std::runtime_error.
+  void start();
+  // Serves until `stop` is set (checked at least every ~100 ms); ages the MAC
+  // table once a second.
+  void run(const std::atomic<bool>& stop);
+  // Closes the socket and removes its file (if it is still ours).
+  void stop_and_unlink();
+
+  // One command line -> full response ("ok\n..." or "error: ...\n...").
+  std::string execute(const std::string& line);
+  // Program counters then dataplane counters, "name value" per line.
+  std::string format_counters();
+
+  const std::string& socket_path() const { return socket_path_; }
+
+ private:
+  void serve_one(int conn);
+  void age_macs();
+
+  pipeline::SwitchProgram& prog_;
+  DataplaneView& dp_;
+  std::string socket_path_;
+  int listen_fd_ = -1;
+  ino_t socket_ino_ = 0;  // to unlink only the socket file we created
+  dev_t socket_dev_ = 0;
+};
+
+}  // namespace agq::control
