@@ -1,5 +1,7 @@
 #include "dataplane/ports.hpp"
 
+#include <rte_dev.h>
+#include <rte_devargs.h>
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
@@ -9,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <thread>
 
 namespace agq::dataplane {
@@ -121,21 +124,52 @@ void Ports::configure(uint16_t port) {
       fail(p, "rte_eth_tx_queue_setup", ret);
 }
 
+// memif clients need their server, which may start after us (P6): start
+// fails while nobody listens, and a server that listens but has not started
+// its port yet accepts the connection and then drops it ("ID not found"),
+// after which the client never reconnects by itself. So: start, wait for the
+// link, and stop/start again until the deadline.
+bool Ports::is_memif_client(uint16_t port) const {
+  if (info_[port].driver != "net_memif") return false;
+  rte_eth_dev_info di{};
+  if (rte_eth_dev_info_get(port, &di) != 0 || !di.device) return false;
+  const rte_devargs* da = rte_dev_devargs(di.device);
+  return da && da->args && std::strstr(da->args, "role=client");
+}
+
 void Ports::start(uint16_t port) {
   const PortInfo& p = info_[port];
-  // Only memif clients wait for their peer; every other failure is final.
-  const bool retry = p.driver == "net_memif";
-  const auto deadline = std::chrono::steady_clock::now() + opt_.memif_start_timeout;
-  for (;;) {
-    const int ret = rte_eth_dev_start(port);
-    if (ret == 0) break;
-    if (!retry || std::chrono::steady_clock::now() >= deadline) fail(p, "rte_eth_dev_start", ret);
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (!is_memif_client(port)) {
+    if (int ret = rte_eth_dev_start(port); ret != 0) fail(p, "rte_eth_dev_start", ret);
+  } else {
+    using clock = std::chrono::steady_clock;
+    const auto deadline = clock::now() + opt_.memif_start_timeout;
+    auto pause = std::chrono::milliseconds(100);
+    for (;;) {
+      const int ret = rte_eth_dev_start(port);
+      if (ret == 0 && wait_link_up(port, std::min(deadline, clock::now() + std::chrono::seconds(1)))) break;
+      if (ret == 0) rte_eth_dev_stop(port);  // connected but dropped: connect again
+      if (clock::now() >= deadline)
+        throw PortError(port_label(p) + ": memif client could not connect to its server within " +
+                        std::to_string(opt_.memif_start_timeout.count()) +
+                        " ms (is the server process running, with the same socket= and id=?)");
+      std::this_thread::sleep_for(pause);  // growing pause: the PMD logs every failed attempt
+      pause = std::min(pause * 2, std::chrono::milliseconds(500));
+    }
   }
   started_.push_back(port);
   if (opt_.promiscuous) {
     const int ret = rte_eth_promiscuous_enable(port);
     if (ret != 0 && ret != -ENOTSUP) fail(p, "rte_eth_promiscuous_enable", ret);
+  }
+}
+
+bool Ports::wait_link_up(uint16_t port, std::chrono::steady_clock::time_point until) {
+  for (;;) {
+    rte_eth_link link{};
+    if (rte_eth_link_get_nowait(port, &link) == 0 && link.link_status == RTE_ETH_LINK_UP) return true;
+    if (std::chrono::steady_clock::now() >= until) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }
 

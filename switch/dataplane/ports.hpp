@@ -36,8 +36,8 @@ struct PortOptions {
   uint16_t rx_desc = 0;         // 0: 1024 with hugepages, 512 without (4 KiB pages: keep pools small)
   uint16_t tx_desc = 0;         // same
   bool promiscuous = true;      // ignored by drivers that do not support it
-  // memif clients cannot start before their server listens (P6): retry
-  // rte_eth_dev_start for this long.
+  // memif clients cannot connect before their server has started (P6):
+  // keep trying for this long.
   std::chrono::milliseconds memif_start_timeout{5000};
   bool with_clone_pool = true;  // indirect mbufs for multicast replicas
 };
@@ -79,6 +79,8 @@ class Ports {
   void create_pools();
   void configure(uint16_t port);
   void start(uint16_t port);
+  bool is_memif_client(uint16_t port) const;
+  static bool wait_link_up(uint16_t port, std::chrono::steady_clock::time_point until);
 
   PortOptions opt_;
   std::vector<PortInfo> info_;
