@@ -12,7 +12,7 @@ from scapy.utils import rdpcap, wrpcap
 from scapy.layers.l2 import Ether
 
 from classic_model import AGQ_LEN, AgqHeader, ClassicModel
-from harness import agqctl, binary, eal_args, wait_for
+from harness import agqctl, binary, counters, eal_args, wait_for
 
 PS, WORKERS, N_PORTS = 1, [2, 3], 4
 ROUTED_IP, ROUTED_PORT = "10.9.9.9", 3
@@ -143,9 +143,13 @@ def test_classic_switch_matches_model_byte_for_byte(tmp_path, procs):
         return row is not None and str(len(inputs)) in row
 
     wait_for(all_received, 30, what="switch to receive every packet on port 0")
+    expected = expected_outputs(inputs)
+    c = counters(sock)
+    assert c["drops_parser_error"] == 1
+    assert c["completions"] == len(expected[PS])
+    assert c["fwd_routed"] == 1 and c["fwd_flooded"] == 1
     assert sw.stop() == 0, sw.output()
 
-    expected = expected_outputs(inputs)
     for p in range(N_PORTS):
         got = [bytes(pkt) for pkt in rdpcap(str(tmp_path / f"out{p}.pcap"))]
         exp = expected[p]
