@@ -1,0 +1,79 @@
+// The only translation unit that includes CLI11 (it is slow to compile).
+#include <CLI/CLI.hpp>
+
+#include "app/options.hpp"
+
+namespace agq::worker {
+
+int parse_options(int argc, char** argv, Options& o) {
+  CLI::App app{
+      "agq-worker: DPDK workers and parameter server for agq-switch's classic pipeline.\n"
+      "Usage: agq-worker [EAL options] -- [options]\n"
+      "  e.g. agq-worker --no-huge -m 256 --no-pci -l 1 --file-prefix w0 \\\n"
+      "         --vdev=net_memif0,role=client,id=0,socket=/tmp/agq1.sock,socket-abstract=no \\\n"
+      "         -- --role worker --ids 0 --workers 2\n"
+      "Every worker and the PS must get the same job flags (--job-id --workers --elements --window\n"
+      "--slot-base --seqs-per-agg --source --seed --range): the PS regenerates each worker's gradient\n"
+      "to verify every aggregate.\n"
+      "Exit codes: 0 ok, 1 verification mismatch, 2 usage, 3 no reply / cannot connect, 4 stalled, 130 interrupted.",
+      "agq-worker"};
+  std::string role = "worker";
+  unsigned job_id = o.job.job_id, workers = o.job.total_workers;
+  app.add_option("--role", role, "worker | ps")->check(CLI::IsMember({"worker", "ps"}))->capture_default_str();
+  app.add_option("--job-id", job_id, "job (1..31): top 5 bits of jobAndSeq")->capture_default_str();
+  app.add_option("--workers", workers, "total_workers: contributions per chunk (1..255)")->capture_default_str();
+  app.add_option("--elements", o.job.elements, "gradient length (float32 elements)")->capture_default_str();
+  app.add_option("--window", o.job.window, "slots (chunks in flight per worker)")->capture_default_str();
+  app.add_option("--slot-base", o.job.slot_base, "first aggregator (hash1) of the job")->capture_default_str();
+  app.add_option("--seqs-per-agg", o.job.seqs_per_agg,
+                 "live seqs per aggregator: 1 = exact (default); 2..8 pack windows, results order-dependent")
+      ->capture_default_str();
+  app.add_option("--source", o.source,
+                 "normal[:sigma] | laplace[:b] | sparse[:density] | constant[:v] | file:PATH ({id} = worker id)")
+      ->capture_default_str();
+  app.add_option("--seed", o.seed, "seed of the synthetic gradients")->capture_default_str();
+  app.add_option("--range", o.range, "quantizer clip range [-R, R], shared by the job")->capture_default_str();
+  app.add_option("--ids", o.ids, "worker role: logical worker ids in this process (id i on port i mod ports)")
+      ->delimiter(',');
+  app.add_flag("--join", o.join, "worker role: (re)join a running job; send only what ACK/retry notices ask for");
+  app.add_flag("--fresh-switch", o.fresh_switch,
+               "PS: the switch's registers are fresh, so every aggregator's cursor starts at 0 (strictest check)");
+  app.add_option("--reply-timeout", o.reply_timeout_s, "worker: seconds to wait for the first ACK")
+      ->capture_default_str();
+  app.add_option("--stall-timeout", o.stall_timeout_s, "seconds without progress before giving up")
+      ->capture_default_str();
+  app.add_option("--connect-timeout", o.connect_timeout_s, "seconds to wait for ports to start and link up")
+      ->capture_default_str();
+  app.add_option("--retry-ms", o.retry_ms, "PS: release a slot with a retry ACK after this long without its aggregate")
+      ->capture_default_str();
+  app.add_option("--progress", o.progress_s, "seconds between progress lines on stderr (0: none)")
+      ->capture_default_str();
+  app.add_option("--idle-sleep-us", o.idle_sleep_us, "sleep when a poll finds nothing to do (0: busy-poll)")
+      ->capture_default_str();
+  app.add_flag("--json", o.json, "print the final summary as one JSON object on stdout");
+  app.add_option("--output", o.output, "PS: write the dequantized aggregate (float32 .npy)");
+  app.add_option("--max-print", o.max_print, "PS: mismatches printed in full")->capture_default_str();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  o.role = role == "ps" ? Role::Ps : Role::Worker;
+  if (job_id > 255 || workers > 255) {
+    std::fprintf(stderr, "agq-worker: --job-id and --workers must fit in 8 bits\n");
+    return 2;
+  }
+  o.job.job_id = uint8_t(job_id);
+  o.job.total_workers = uint8_t(workers);
+  if (const std::string err = o.job.validate(); !err.empty()) {
+    std::fprintf(stderr, "agq-worker: %s\n", err.c_str());
+    return 2;
+  }
+  if (o.ids.empty()) {
+    std::fprintf(stderr, "agq-worker: --ids needs at least one worker id\n");
+    return 2;
+  }
+  return -1;
+}
+
+}  // namespace agq::worker

@@ -1,0 +1,54 @@
+// agq-worker: [EAL options] -- [options]. Parses the application flags
+// first (a typo fails fast, before the EAL touches memory), then brings up
+// DPDK and runs the worker or PS role.
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+#include "app/options.hpp"
+#include "app/ports.hpp"
+#include "app/run.hpp"
+
+using namespace agq::worker;
+
+int main(int argc, char** argv) {
+  int sep = -1;
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--") == 0) {
+      sep = i;
+      break;
+    }
+  // App flags: after "--"; "agq-worker --help" alone works without EAL.
+  std::vector<char*> app{argv[0]};
+  for (int i = sep < 0 ? 1 : sep + 1; i < argc; ++i) app.push_back(argv[i]);
+  Options o;
+  if (sep < 0) {
+    const int rc = parse_options(int(app.size()), app.data(), o);
+    if (rc >= 0) return rc;
+    std::fprintf(stderr, "agq-worker: EAL options and ports are missing: agq-worker [EAL options] -- [options]\n");
+    return 2;
+  }
+  if (const int rc = parse_options(int(app.size()), app.data(), o); rc >= 0) return rc;
+
+  if (eal_init(sep, argv) < 0) {
+    std::fprintf(stderr, "agq-worker: EAL initialisation failed (see the EAL messages above)\n");
+    return 2;
+  }
+  std::signal(SIGINT, [](int) { g_stop = true; });
+  std::signal(SIGTERM, [](int) { g_stop = true; });
+  int rc;
+  {
+    Ports ports;
+    std::string err;
+    if (!ports.open(o.connect_timeout_s, err)) {
+      std::fprintf(stderr, "agq-worker: %s\n", err.c_str());
+      eal_cleanup();
+      return 3;
+    }
+    rc = o.role == Role::Ps ? run_ps(o, ports) : run_worker(o, ports);
+    ports.close();
+  }
+  eal_cleanup();
+  return rc;
+}

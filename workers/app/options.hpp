@@ -1,0 +1,38 @@
+// Application options of agq-worker (everything after the EAL's "--").
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lib/job.hpp"
+
+namespace agq::worker {
+
+enum class Role { Worker, Ps };
+
+struct Options {
+  Role role = Role::Worker;
+  JobSpec job;
+  std::string source = "normal";
+  uint64_t seed = 1;
+  double range = 4.0;
+  std::vector<unsigned> ids{0};   // logical workers; id i uses port i mod nb_ports
+  bool join = false;
+  bool fresh_switch = false;
+  double reply_timeout_s = 5.0;
+  double stall_timeout_s = 20.0;
+  double connect_timeout_s = 10.0;
+  double retry_ms = 1000.0;
+  double progress_s = 1.0;        // 0: no progress lines
+  unsigned idle_sleep_us = 50;    // 0: busy-poll
+  bool json = false;
+  std::string output;             // PS: dequantized aggregate as .npy
+  unsigned max_print = 10;
+};
+
+// Parses argv (application part). Returns -1 to continue, else the exit
+// code (0 after --help, 2 on a bad flag, with the message printed).
+int parse_options(int argc, char** argv, Options& o);
+
+}  // namespace agq::worker

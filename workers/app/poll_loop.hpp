@@ -1,0 +1,45 @@
+// The poll loop shared by both roles: receive on every port, let the engine
+// react and send, flush TX, print progress, back off when idle.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include "app/options.hpp"
+#include "app/ports.hpp"
+#include "app/run.hpp"
+#include "dataplane/idle_backoff.hpp"
+#include "lib/stats.hpp"
+
+namespace agq::worker {
+
+template <typename Engine>
+void poll_loop(Engine& eng, Ports& ports, const Options& o, const char* role) {
+  dataplane::IdleBackoff idle(o.idle_sleep_us);
+  Progress progress;
+  const uint64_t period = uint64_t(o.progress_s * 1e9);
+  uint64_t next_progress = now_ns() + period;
+  progress.line(role, eng.counters(), eng.elements_done(), eng.outstanding(), now_ns());  // rate baseline
+  while (!g_stop) {
+    const uint64_t now = now_ns();
+    unsigned work = 0;
+    for (uint16_t p = 0; p < ports.count(); ++p)
+      work += ports.poll(p, [&](uint16_t port, std::span<const uint8_t> b) { eng.on_frame(port, b, now); });
+    work += eng.tick(now, ports);
+    work += ports.flush();
+    if (eng.finished() || eng.failed()) break;
+    if (period && now >= next_progress) {
+      std::fprintf(stderr, "%s\n", progress.line(role, eng.counters(), eng.elements_done(), eng.outstanding(), now).c_str());
+      next_progress = now + period;
+    }
+    if (work)
+      idle.reset();
+    else
+      idle.idle();
+  }
+  // Whatever the engine queued last (final ACKs) leaves before the ports stop.
+  for (int i = 0; i < 100 && ports.flush(); ++i) {
+  }
+}
+
+}  // namespace agq::worker

@@ -1,0 +1,130 @@
+#include "app/ports.hpp"
+
+#include <rte_eal.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "dataplane/ports.hpp"
+
+namespace agq::worker {
+
+uint64_t now_ns() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
+}
+
+int eal_init(int argc, char** argv) {
+  std::vector<char*> copy(argv, argv + argc);
+  return rte_eal_init(argc, copy.data());
+}
+
+void eal_cleanup() { rte_eal_cleanup(); }
+
+Ports::Ports() = default;
+Ports::~Ports() { close(); }
+
+bool Ports::open(double connect_timeout_s, std::string& err) {
+  dataplane::PortOptions opt;
+  opt.lcores = 1;
+  opt.burst = kBurst;
+  opt.with_clone_pool = false;
+  opt.memif_start_timeout = std::chrono::milliseconds(int64_t(connect_timeout_s * 1000));
+  try {
+    dp_ = std::make_unique<dataplane::Ports>(opt);
+  } catch (const dataplane::PortError& e) {
+    err = std::string(e.what()) +
+          ". Is agq-switch running? It must serve the socket= path of every memif --vdev (switch: role=server, "
+          "workers: role=client), and be started first";
+    return false;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(connect_timeout_s);
+  for (uint16_t i = 0; i < dp_->count(); ++i) {
+    const auto& info = dp_->info(i);
+    // memif reports link up only once the peer accepted the connection:
+    // sending earlier would lose packets.
+    rte_eth_link link;
+    while (true) {
+      std::memset(&link, 0, sizeof link);
+      rte_eth_link_get_nowait(info.id, &link);
+      if (link.link_status == RTE_ETH_LINK_UP) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        err = "no reply from the switch on port " + std::to_string(i) + " (" + info.name + "): link still down after " +
+              std::to_string(int(connect_timeout_s)) +
+              " s. Check that agq-switch is running, that its --vdev for this socket is role=server with the "
+              "same id=, and that no other client holds that connection";
+        close();
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    Port p;
+    p.id = info.id;
+    ports_.push_back(p);
+    names_.push_back(info.name);
+  }
+  return true;
+}
+
+void Ports::close() {
+  for (auto& p : ports_) {
+    for (unsigned i = 0; i < p.n_pending; ++i) rte_pktmbuf_free(p.pending[i]);
+    p.n_pending = 0;
+  }
+  if (dp_) {
+    // Stop first: a memif client tells the server it disconnects, so the
+    // switch stops polling our rings before they are unmapped (pitfall P7).
+    for (auto& p : ports_) rte_eth_dev_stop(p.id);
+    if (!ports_.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    dp_->stop();
+    dp_.reset();
+  }
+  ports_.clear();
+}
+
+unsigned Ports::rx_burst(uint16_t port, rte_mbuf** mbufs) {
+  return rte_eth_rx_burst(ports_[port].id, 0, mbufs, kBurst);
+}
+
+std::span<const uint8_t> Ports::bytes(rte_mbuf* m) {
+  // Frames here are small and single-segment (2 KiB mbufs).
+  return {rte_pktmbuf_mtod(m, const uint8_t*), rte_pktmbuf_data_len(m)};
+}
+
+void Ports::free_mbuf(rte_mbuf* m) { rte_pktmbuf_free(m); }
+
+bool Ports::send(uint16_t port, std::span<const uint8_t> frame) {
+  Port& p = ports_[port];
+  if (p.n_pending == kBurst) flush();
+  if (p.n_pending == kBurst) return false;
+  rte_mbuf* m = rte_pktmbuf_alloc(dp_->pool());
+  if (!m) return false;
+  char* d = rte_pktmbuf_append(m, uint16_t(frame.size()));
+  if (!d) {
+    rte_pktmbuf_free(m);
+    return false;
+  }
+  std::memcpy(d, frame.data(), frame.size());
+  p.pending[p.n_pending++] = m;
+  return true;
+}
+
+unsigned Ports::flush() {
+  unsigned total = 0;
+  for (auto& p : ports_) {
+    if (!p.n_pending) continue;
+    const uint16_t sent = rte_eth_tx_burst(p.id, dp_->tx_queue(uint16_t(&p - ports_.data()), 0), p.pending,
+                                           uint16_t(p.n_pending));
+    // Keep what the ring did not take, in order: nothing is dropped here.
+    std::memmove(p.pending, p.pending + sent, (p.n_pending - sent) * sizeof(rte_mbuf*));
+    p.n_pending -= sent;
+    total += sent;
+  }
+  return total;
+}
+
+}  // namespace agq::worker

@@ -1,0 +1,72 @@
+// DPDK ports of agq-worker on top of the switch's port bring-up
+// (dataplane::Ports: pools, queues, memif start retry, pitfall P6), plus
+// what a traffic source needs beyond it: a wait for link up (memif connects
+// asynchronously), batched TX that keeps unsent frames instead of dropping
+// them (a dropped contribution stalls a classic slot), and an orderly stop
+// (pitfall P7).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "lib/tx_sink.hpp"
+
+struct rte_mbuf;
+namespace agq::dataplane { class Ports; }
+
+namespace agq::worker {
+
+class Ports final : public TxSink {
+ public:
+  static constexpr unsigned kBurst = 64;
+
+  // Returns false with a diagnostic in `err` (which port, why, what to check).
+  bool open(double connect_timeout_s, std::string& err);
+  void close();
+  Ports();
+  ~Ports() override;
+
+  uint16_t count() const { return uint16_t(ports_.size()); }
+  const std::vector<std::string>& names() const { return names_; }
+
+  // Receives up to kBurst frames of `port`; fn(port, bytes) per frame.
+  template <typename Fn> unsigned poll(uint16_t port, Fn&& fn);
+
+  bool send(uint16_t port, std::span<const uint8_t> frame) override;
+  unsigned flush();  // hands queued frames to the NICs; returns frames sent
+
+ private:
+  struct Port {
+    uint16_t id;
+    rte_mbuf* pending[kBurst];
+    unsigned n_pending = 0;
+  };
+  unsigned rx_burst(uint16_t port, rte_mbuf** mbufs);
+  static std::span<const uint8_t> bytes(rte_mbuf* m);
+  static void free_mbuf(rte_mbuf* m);
+
+  std::unique_ptr<dataplane::Ports> dp_;
+  std::vector<Port> ports_;
+  std::vector<std::string> names_;
+};
+
+template <typename Fn> unsigned Ports::poll(uint16_t port, Fn&& fn) {
+  rte_mbuf* m[kBurst];
+  const unsigned n = rx_burst(port, m);
+  for (unsigned i = 0; i < n; ++i) {
+    fn(port, bytes(m[i]));
+    free_mbuf(m[i]);
+  }
+  return n;
+}
+
+// rte_eal_init on a copy of argv (it permutes it); returns the number of
+// arguments it consumed, or -1.
+int eal_init(int argc, char** argv);
+void eal_cleanup();
+uint64_t now_ns();
+
+}  // namespace agq::worker

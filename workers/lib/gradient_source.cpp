@@ -1,0 +1,141 @@
+#include "lib/gradient_source.hpp"
+
+#include <cmath>
+#include <cstdlib>
+
+#include "lib/npy.hpp"
+
+namespace agq::worker {
+
+namespace {
+
+// splitmix64: a good 64-bit mixer, enough to make independent uniforms from
+// a (seed, worker, element, draw) counter.
+uint64_t mix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+class Counter {
+ public:
+  Counter(uint64_t seed, unsigned worker) : key_(mix(seed ^ mix(worker + 0x1234567ull))) {}
+  // Uniform in (0, 1), never 0 (log is taken of it).
+  double uniform(uint64_t i, unsigned draw) const {
+    const uint64_t r = mix(key_ ^ mix(i * 4 + draw));
+    return (double(r >> 11) + 0.5) * 0x1.0p-53;
+  }
+  double normal(uint64_t i) const {  // Box-Muller, one of the pair
+    return std::sqrt(-2.0 * std::log(uniform(i, 0))) * std::cos(2.0 * M_PI * uniform(i, 1));
+  }
+
+ private:
+  uint64_t key_;
+};
+
+class Normal final : public GradientSource {
+ public:
+  Normal(Counter c, double sigma) : c_(c), sigma_(sigma) {}
+  float at(uint64_t i) const override { return float(sigma_ * c_.normal(i)); }
+  std::string describe() const override { return "normal(sigma=" + std::to_string(sigma_) + ")"; }
+ private:
+  Counter c_;
+  double sigma_;
+};
+
+class Laplace final : public GradientSource {
+ public:
+  Laplace(Counter c, double b) : c_(c), b_(b) {}
+  float at(uint64_t i) const override {
+    const double u = c_.uniform(i, 0) - 0.5;
+    return float(-b_ * std::copysign(1.0, u) * std::log(1.0 - 2.0 * std::fabs(u)));
+  }
+  std::string describe() const override { return "laplace(b=" + std::to_string(b_) + ")"; }
+ private:
+  Counter c_;
+  double b_;
+};
+
+class Sparse final : public GradientSource {
+ public:
+  Sparse(Counter c, double density) : c_(c), density_(density) {}
+  float at(uint64_t i) const override { return c_.uniform(i, 2) < density_ ? float(c_.normal(i)) : 0.0f; }
+  std::string describe() const override { return "sparse(density=" + std::to_string(density_) + ")"; }
+ private:
+  Counter c_;
+  double density_;
+};
+
+class Constant final : public GradientSource {
+ public:
+  explicit Constant(float v) : v_(v) {}
+  float at(uint64_t) const override { return v_; }
+  std::string describe() const override { return "constant(" + std::to_string(v_) + ")"; }
+ private:
+  float v_;
+};
+
+class File final : public GradientSource {
+ public:
+  File(std::string path, std::vector<float> v) : path_(std::move(path)), v_(std::move(v)) {}
+  float at(uint64_t i) const override { return v_[i]; }
+  std::string describe() const override { return "file(" + path_ + ", " + std::to_string(v_.size()) + " values)"; }
+ private:
+  std::string path_;
+  std::vector<float> v_;
+};
+
+bool parse_param(const std::string& s, double dflt, double& out) {
+  if (s.empty()) { out = dflt; return true; }
+  char* end = nullptr;
+  out = std::strtod(s.c_str(), &end);
+  return end && *end == '\0' && std::isfinite(out);
+}
+
+}  // namespace
+
+std::unique_ptr<GradientSource> make_source(const std::string& spec, uint64_t seed, unsigned worker_id,
+                                            uint64_t elements, std::string& err) {
+  const auto colon = spec.find(':');
+  const std::string kind = spec.substr(0, colon);
+  const std::string arg = colon == std::string::npos ? "" : spec.substr(colon + 1);
+  const Counter c(seed, worker_id);
+  double v = 0;
+  auto bad = [&](const char* what) {
+    err = "bad --source '" + spec + "': " + what;
+    return nullptr;
+  };
+  if (kind == "normal") {
+    if (!parse_param(arg, 1.0, v) || v <= 0) return bad("sigma must be a positive number");
+    return std::make_unique<Normal>(c, v);
+  }
+  if (kind == "laplace") {
+    if (!parse_param(arg, 1.0, v) || v <= 0) return bad("b must be a positive number");
+    return std::make_unique<Laplace>(c, v);
+  }
+  if (kind == "sparse") {
+    if (!parse_param(arg, 0.01, v) || v < 0 || v > 1) return bad("density must be in [0, 1]");
+    return std::make_unique<Sparse>(c, v);
+  }
+  if (kind == "constant") {
+    if (!parse_param(arg, 1.0, v)) return bad("value must be a number");
+    return std::make_unique<Constant>(float(v));
+  }
+  if (kind == "file") {
+    std::string path = arg;
+    if (const auto at = path.find("{id}"); at != std::string::npos)
+      path.replace(at, 4, std::to_string(worker_id));
+    std::vector<float> data;
+    if (!load_float32_file(path, data, err)) return nullptr;
+    if (data.size() < elements) {
+      err = path + " holds " + std::to_string(data.size()) + " float32 values, the job needs " +
+            std::to_string(elements) + " (--elements)";
+      return nullptr;
+    }
+    return std::make_unique<File>(path, std::move(data));
+  }
+  return bad("kind must be normal, laplace, sparse, constant or file");
+}
+
+}  // namespace agq::worker
