@@ -68,7 +68,10 @@ Ports::Ports(const PortOptions& opt) : opt_(opt) {
       rte_eth_dev_info di{};
       if (int ret = rte_eth_dev_info_get(p.id, &di); ret != 0) fail(p, "rte_eth_dev_info_get", ret);
       p.driver = di.driver_name ? di.driver_name : "?";
-      p.tx_shared = di.max_tx_queues < opt_.lcores;
+      // memif: the client decides at connect time how many rings exist in
+      // each direction, so a queue beyond the peer's count has no ring (tx on
+      // it dropped packets, then crashed). One shared queue is always there.
+      p.tx_shared = di.max_tx_queues < opt_.lcores || (p.driver == "net_memif" && opt_.lcores > 1);
       p.tx_queues = p.tx_shared ? 1 : static_cast<uint16_t>(opt_.lcores);
     }
     create_pools();

@@ -5,9 +5,10 @@
 //
 // Tx queues: one per dataplane lcore when dev_info.max_tx_queues allows, so
 // lcores transmit without coordination. Otherwise (pcap, af_packet, ...
-// expose a single tx queue) the port gets 1 tx queue that every lcore
-// shares under the port's spinlock (tx_lock()); the lock is taken only by
-// lcores transmitting on such a port.
+// expose a single tx queue), and always for memif (whose ring count is the
+// peer's choice), the port gets 1 tx queue that every lcore shares under
+// the port's spinlock (tx_lock()); the lock is taken only by lcores
+// transmitting on such a port.
 #pragma once
 
 #include <chrono>
