@@ -144,9 +144,13 @@ def test_classic_switch_matches_model_byte_for_byte(tmp_path, procs):
 
     wait_for(all_received, 30, what="switch to receive every packet on port 0")
     expected = expected_outputs(inputs)
-    c = counters(sock)
+    # rx is counted before the pipeline runs: wait for the last packet's effect.
+    try:
+        wait_for(lambda: counters(sock)["completions"] == len(expected[PS]), 10, what="completions")
+    finally:
+        c = counters(sock)
+    assert c["completions"] == len(expected[PS]), c
     assert c["drops_parser_error"] == 1
-    assert c["completions"] == len(expected[PS])
     assert c["fwd_routed"] == 1 and c["fwd_flooded"] == 1
     assert sw.stop() == 0, sw.output()
 
