@@ -24,6 +24,16 @@ def binary(name: str) -> Path:
     raise FileNotFoundError(f"{name} not built under {BUILD_DIR}")
 
 
+def unique_prefix(tag: str) -> str:
+    """A DPDK --file-prefix no other process on this machine uses."""
+    global _prefix_seq
+    _prefix_seq += 1
+    return f"agq{tag}{os.getpid()}x{_prefix_seq}"
+
+
+_prefix_seq = 0
+
+
 def eal_args(prefix: str, lcores: str = "0", vdevs: list[str] = (), mem_mb: int = 256) -> list[str]:
     """EAL flags that work on a NIC-less machine without hugepages."""
     args = ["--no-huge", "-m", str(mem_mb), "--no-pci", "-l", lcores,

@@ -2,7 +2,7 @@
 and leaves nothing half-started (no process, no control socket)."""
 import re
 
-from harness import binary, eal_args, run
+from harness import unique_prefix, binary, eal_args, run
 
 GOOD = """[switch]
 pipeline = "classic"
@@ -14,7 +14,7 @@ worker_ports = [1]
 
 def switch(tmp_path, app_args, n_ports=2, extra_vdevs=()):
     vdevs = [f"net_null{i}" for i in range(n_ports)] + list(extra_vdevs)
-    return run([binary("agq-switch"), *eal_args(f"cli{tmp_path.name}", "0", vdevs), "--", *app_args],
+    return run([binary("agq-switch"), *eal_args(unique_prefix("cli"), "0", vdevs), "--", *app_args],
                timeout=30)
 
 

@@ -12,7 +12,7 @@ from scapy.utils import rdpcap, wrpcap
 from scapy.layers.l2 import Ether
 
 from classic_model import AGQ_LEN, AgqHeader, ClassicModel
-from harness import agqctl, binary, counters, eal_args, wait_for
+from harness import unique_prefix, agqctl, binary, counters, eal_args, wait_for
 
 PS, WORKERS, N_PORTS = 1, [2, 3], 4
 ROUTED_IP, ROUTED_PORT = "10.9.9.9", 3
@@ -129,7 +129,7 @@ def test_classic_switch_matches_model_byte_for_byte(tmp_path, procs):
     sock = tmp_path / "ctl.sock"
     vdevs = [f"net_pcap0,rx_pcap={tmp_path}/in.pcap,tx_pcap={tmp_path}/out0.pcap"]
     vdevs += [f"net_pcap{p},tx_pcap={tmp_path}/out{p}.pcap" for p in range(1, N_PORTS)]
-    sw = procs.start("switch", [binary("agq-switch"), *eal_args(f"pcap{tmp_path.name}", "0", vdevs), "--",
+    sw = procs.start("switch", [binary("agq-switch"), *eal_args(unique_prefix("pcap"), "0", vdevs), "--",
                                 "--config", tmp_path / "classic.toml", "--ctl-socket", sock,
                                 "--idle-sleep-us", "50"])
 
