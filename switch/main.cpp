@@ -178,7 +178,7 @@ int run_switch(const Flags& f) {
   try {
     cp.start();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "agq-switch: control socket %s: %s\n", socket.c_str(), e.what());
+    std::fprintf(stderr, "agq-switch: %s\n", e.what());  // names the socket itself
     return 1;
   }
   if (!f.quiet) print_banner(*ports, *dp, cfg, socket);
