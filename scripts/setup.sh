@@ -8,7 +8,7 @@ PKGS=(
   libdpdk-dev dpdk dpdk-dev libnuma-dev libbsd-dev libcli11-dev libtomlplusplus-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-scapy python3-pytest python3-numpy
-  tcpdump iproute2 procps
+  tcpdump iproute2 procps iputils-ping arping
 )
 
 missing=()
