@@ -8,6 +8,8 @@ Ports: 0 = where every test packet enters (rx pcap); 1 = PS; 2, 3 = workers.
 import random
 import struct
 
+import pytest
+
 from scapy.utils import rdpcap, wrpcap
 from scapy.layers.l2 import Ether
 
@@ -122,14 +124,15 @@ def build_inputs():
     return inputs
 
 
-def test_classic_switch_matches_model_byte_for_byte(tmp_path, procs):
+@pytest.mark.parametrize("lcores", ["0", "0,1"])
+def test_classic_switch_matches_model_byte_for_byte(tmp_path, procs, lcores):
     inputs = build_inputs()
     wrpcap(str(tmp_path / "in.pcap"), [Ether(f) for _, f in inputs])
     (tmp_path / "classic.toml").write_text(CONFIG)
     sock = tmp_path / "ctl.sock"
     vdevs = [f"net_pcap0,rx_pcap={tmp_path}/in.pcap,tx_pcap={tmp_path}/out0.pcap"]
     vdevs += [f"net_pcap{p},tx_pcap={tmp_path}/out{p}.pcap" for p in range(1, N_PORTS)]
-    sw = procs.start("switch", [binary("agq-switch"), *eal_args(unique_prefix("pcap"), "0", vdevs), "--",
+    sw = procs.start("switch", [binary("agq-switch"), *eal_args(unique_prefix("pcap"), lcores, vdevs), "--",
                                 "--config", tmp_path / "classic.toml", "--ctl-socket", sock,
                                 "--idle-sleep-us", "50"])
 
