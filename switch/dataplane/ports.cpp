@@ -109,10 +109,17 @@ void Ports::create_pools() {
 }
 
 void Ports::configure(uint16_t port) {
-  const PortInfo& p = info_[port];
+  PortInfo& p = info_[port];
   rte_eth_conf conf{};  // no offloads: replicas share data, so no MBUF_FAST_FREE either
-  if (int ret = rte_eth_dev_configure(port, 1, p.tx_queues, &conf); ret != 0)
-    fail(p, "rte_eth_dev_configure", ret);
+  int ret = rte_eth_dev_configure(port, 1, p.tx_queues, &conf);
+  if (ret != 0 && p.tx_queues > 1) {
+    // Some drivers advertise many tx queues but want as many rx queues
+    // (net_tap pairs them): fall back to one shared tx queue.
+    p.tx_queues = 1;
+    p.tx_shared = true;
+    ret = rte_eth_dev_configure(port, 1, 1, &conf);
+  }
+  if (ret != 0) fail(p, "rte_eth_dev_configure", ret);
   configured_.push_back(port);
 
   uint16_t rxd = opt_.rx_desc, txd = opt_.tx_desc;
