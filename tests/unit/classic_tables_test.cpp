@@ -186,9 +186,12 @@ TEST(ClassicTables, WindowWidthTableOfSection2_1) {
     EXPECT_EQ(B, bitmaps[n]) << n + 1 << " live seqs";
     std::string windows;
     for (unsigned p = 0; p < 8; ++p)
-      if (t.hit(bitmap_position_key(B, p)))
-        windows += (windows.empty() ? "" : " ") + std::to_string(p) + ":" +
-                   std::to_string(t.apply(bitmap_position_key(B, p)).L);
+      if (t.hit(bitmap_position_key(B, p))) {
+        if (!windows.empty()) windows += ' ';
+        windows += std::to_string(p);
+        windows += ':';
+        windows += std::to_string(t.apply(bitmap_position_key(B, p)).L);
+      }
     EXPECT_EQ(windows, expected[n]) << n + 1 << " live seqs";
   }
 }

@@ -35,6 +35,16 @@ tna::Decision tm_decision(const Metadata& md, const tna::IngressIntrinsicMdForTm
   return tna::Decision::drop(uint16_t(DropReason::None));  // no port assigned
 }
 
+// "reg[index]". Built by appends: GCC 12's -Wrestrict misfires on
+// operator+ chains of std::string.
+std::string indexed_name(const char* reg, uint32_t index) {
+  std::string s = reg;
+  s += '[';
+  s += std::to_string(index);
+  s += ']';
+  return s;
+}
+
 }  // namespace
 
 struct ClassicProgram::Impl {
@@ -140,10 +150,9 @@ SwitchProgram::NamedCells ClassicProgram::dump_aggregator(uint32_t index) const 
   for (int k = 0; k < 4; ++k) out.emplace_back(r.reg[k].name(), r.reg[k].read(index));
   // The aggregator's 8 seq slots (hashID = 8a + hash2).
   for (uint32_t h = 8 * index; h < 8 * index + 8 && h < cfg_.register_capacity; ++h) {
-    const std::string i = "[" + std::to_string(h) + "]";
-    out.emplace_back("job_and_seq_reg" + i, r.job_and_seq_reg.read(h));
-    out.emplace_back("start_posi" + i, r.start_posi.read(h));
-    out.emplace_back("worker_agg" + i, r.worker_agg.read(h));
+    out.emplace_back(indexed_name("job_and_seq_reg", h), r.job_and_seq_reg.read(h));
+    out.emplace_back(indexed_name("start_posi", h), r.start_posi.read(h));
+    out.emplace_back(indexed_name("worker_agg", h), r.worker_agg.read(h));
   }
   return out;
 }
