@@ -20,6 +20,14 @@ void poll_loop(Engine& eng, Ports& ports, const Options& o, const char* role) {
   const uint64_t period = uint64_t(o.progress_s * 1e9);
   uint64_t next_progress = now_ns() + period;
   progress.line(role, eng.counters(), eng.elements_done(), eng.outstanding(), now_ns());  // rate baseline
+  // Scripts wait for this line before starting the next process: the switch
+  // drops what it sends to a port whose peer is not connected yet.
+  std::string names;
+  for (const auto& n : ports.names()) {
+    if (!names.empty()) names += ' ';
+    names += n;
+  }
+  std::fprintf(stderr, "[%s] ready: link up on %s\n", role, names.c_str());
   while (!g_stop) {
     const uint64_t now = now_ns();
     unsigned work = 0;
