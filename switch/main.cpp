@@ -16,6 +16,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <pthread.h>
+
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -42,6 +44,19 @@ std::atomic<bool> g_stop{false};
 static_assert(std::atomic<bool>::is_always_lock_free);
 
 extern "C" void on_signal(int) { g_stop.store(true); }
+
+sigset_t stop_signal_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGTERM);
+  return set;
+}
+
+void block_stop_signals() {
+  const sigset_t set = stop_signal_set();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+}
 
 struct Flags {
   std::string config;
@@ -160,6 +175,7 @@ int run_switch(const Flags& f) {
   dataplane::PortOptions popt;
   popt.lcores = rte_lcore_count();
   popt.burst = f.burst;
+  popt.cancel = &g_stop;  // Ctrl-C while memif clients wait for their server
   dataplane::LoopOptions lopt;
   lopt.burst = f.burst;
   lopt.idle_sleep_us = f.idle_sleep_us;
@@ -185,6 +201,7 @@ int run_switch(const Flags& f) {
 
   // From here on traffic flows; a failing helper thread stops the switch.
   std::thread ctl([&] {
+    block_stop_signals();
     try {
       cp.run(g_stop);
     } catch (const std::exception& e) {
@@ -194,7 +211,10 @@ int run_switch(const Flags& f) {
   });
   std::thread stats;
   dataplane::RateReporter reporter(*dp, f.stats_interval);
-  if (f.stats_interval > 0) stats = std::thread([&] { reporter.run(g_stop); });
+  if (f.stats_interval > 0) stats = std::thread([&] {
+    block_stop_signals();
+    reporter.run(g_stop);
+  });
 
   dp->run(g_stop);  // the main lcore polls too; returns after SIGINT/SIGTERM
 
@@ -222,6 +242,15 @@ int main(int argc, char** argv) {
     return 0;
   }
 
+  // SIGINT/SIGTERM go to the main thread only, so no helper thread sees
+  // EINTR: blocked while EAL creates its threads (they inherit the mask),
+  // unblocked in the main thread right after, blocked by our own helper
+  // threads for themselves (block_stop_signals).
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  const sigset_t stop_signals = stop_signal_set();
+  block_stop_signals();
+
   // rte_eal_init permutes its argv: give it a copy of the pointers.
   std::vector<char*> eal_argv(argv, argv + argc);
   const int used = rte_eal_init(argc, eal_argv.data());
@@ -231,10 +260,7 @@ int main(int argc, char** argv) {
                  rte_strerror(err));
     return err == EINVAL ? 2 : 1;
   }
-  // Handlers before anything long-running: a Ctrl-C during start-up then
-  // lets the switch come up and shut down in order instead of dying mid-way.
-  std::signal(SIGINT, on_signal);
-  std::signal(SIGTERM, on_signal);
+  pthread_sigmask(SIG_UNBLOCK, &stop_signals, nullptr);
 
   // What EAL did not consume: argv[used] is the program name again.
   int rc;

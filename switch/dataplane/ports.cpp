@@ -159,6 +159,8 @@ void Ports::start(uint16_t port) {
       const int ret = rte_eth_dev_start(port);
       if (ret == 0 && wait_link_up(port, std::min(deadline, clock::now() + std::chrono::seconds(1)))) break;
       if (ret == 0) rte_eth_dev_stop(port);  // connected but dropped: connect again
+      if (opt_.cancel && opt_.cancel->load())
+        throw PortError(port_label(p) + ": interrupted while waiting for the memif server");
       if (clock::now() >= deadline)
         throw PortError(port_label(p) + ": memif client could not connect to its server within " +
                         std::to_string(opt_.memif_start_timeout.count()) +

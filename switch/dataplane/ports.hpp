@@ -11,6 +11,7 @@
 // transmitting on such a port.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -40,6 +41,8 @@ struct PortOptions {
   // memif clients cannot connect before their server has started (P6):
   // keep trying for this long.
   std::chrono::milliseconds memif_start_timeout{5000};
+  // When set (e.g. by SIGINT), waiting for memif servers gives up at once.
+  const std::atomic<bool>* cancel = nullptr;
   bool with_clone_pool = true;  // indirect mbufs for multicast replicas
 };
 
