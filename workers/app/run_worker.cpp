@@ -57,10 +57,10 @@ int run_worker(const Options& o, Ports& ports) {
                             .raw("counters", counters_json(c))
                             .done().c_str());
   } else {
-    std::printf("worker %s: %s in %.2f s: %llu chunks ACKed (%llu elements of %llu per worker), tx %llu rx %llu "
+    std::printf("worker %s: %s in %.2f s: %llu of %llu chunks ACKed per logical worker, tx %llu rx %llu "
                 "pkts (%.3f Mpps), retries %llu, retransmissions %llu, stale %llu, foreign %llu%s\n",
-                ids.c_str(), status.c_str(), secs, (unsigned long long)c.chunks_done,
-                (unsigned long long)eng.elements_done(), (unsigned long long)o.job.elements,
+                ids.c_str(), status.c_str(), secs, (unsigned long long)(c.chunks_done / o.ids.size()),
+                (unsigned long long)o.job.chunks(),
                 (unsigned long long)c.tx_pkts, (unsigned long long)c.rx_pkts,
                 secs > 0 ? double(c.tx_pkts + c.rx_pkts) / secs * 1e-6 : 0.0, (unsigned long long)c.retries,
                 (unsigned long long)c.retransmissions, (unsigned long long)c.stale, (unsigned long long)c.foreign,
