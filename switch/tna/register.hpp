@@ -26,7 +26,7 @@ template <typename T>
 class Register {
  public:
   Register(std::string name, std::size_t size, T init = T{})
-      : name_(std::move(name)), init_(init), cells_(size, init), last_pass_(size, 0) {}
+      : name_(std::move(name)), init_(init), cells_(size, init) {}
 
   const std::string& name() const { return name_; }
   std::size_t size() const { return cells_.size(); }
@@ -43,9 +43,11 @@ class Register {
   T& cell_for_pass(std::size_t i) {
 #ifdef AGQ_CHECK_TNA_RULES
     const uint64_t pass = PassClock::current();
-    if (pass != 0 && last_pass_[i] == pass)
+    // The rule is per register, not per cell: a Tofino stateful ALU serves
+    // one index of its register per packet.
+    if (pass != 0 && last_pass_ == pass)
       throw std::logic_error("TNA rule: register '" + name_ + "' accessed twice in one pass");
-    last_pass_[i] = pass;
+    last_pass_ = pass;
 #endif
     return cells_[i];
   }
@@ -53,7 +55,7 @@ class Register {
   std::string name_;
   T init_;
   std::vector<T> cells_;
-  std::vector<uint64_t> last_pass_;  // only used with AGQ_CHECK_TNA_RULES
+  uint64_t last_pass_ = 0;  // only used with AGQ_CHECK_TNA_RULES
 };
 
 // One stateful-ALU program on a register: `Fn` is `R(T& cell)`; it may update
