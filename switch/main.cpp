@@ -199,13 +199,16 @@ int run_switch(const Flags& f) {
   }
   if (!f.quiet) print_banner(*ports, *dp, cfg, socket);
 
-  // From here on traffic flows; a failing helper thread stops the switch.
+  // From here on traffic flows; a failing control thread stops the switch
+  // (exit 1): a switch nobody can configure or stop by socket is not healthy.
+  std::atomic<bool> ctl_failed{false};
   std::thread ctl([&] {
     block_stop_signals();
     try {
       cp.run(g_stop);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "agq-switch: control plane stopped: %s\n", e.what());
+      ctl_failed.store(true);
       g_stop.store(true);
     }
   });
@@ -227,7 +230,7 @@ int run_switch(const Flags& f) {
                 dataplane::format_port_stats(view.port_stats()).c_str());
     std::fflush(stdout);
   }
-  return 0;  // dp, then ports: buffers freed, ports stopped and closed
+  return ctl_failed.load() ? 1 : 0;  // then dp, ports: buffers freed, ports stopped and closed
 }
 
 }  // namespace
