@@ -60,6 +60,10 @@ ParserError parse(std::span<const uint8_t> frame, Headers& hdr) {
     if (n < off + AgqClassic::kLen) return ParserError::Truncated;
     hdr.agq_classic.decode(p + off);
     hdr.agq_classic_valid = true;
+  } else if (hdr.udp.dst_port == kAgqPort) {
+    if (n < off + Agq::kLen) return ParserError::Truncated;
+    hdr.agq.decode(p + off);
+    hdr.agq_valid = true;
   }
   return ParserError::None;
 }
@@ -72,6 +76,7 @@ void deparse(const Headers& hdr, std::span<uint8_t> frame) {
   if (hdr.ipv4_valid) hdr.ipv4.encode(p + hdr.l3_offset);
   if (hdr.udp_valid) hdr.udp.encode(p + hdr.l4_offset);
   if (hdr.agq_classic_valid) hdr.agq_classic.encode(p + hdr.payload_offset);
+  if (hdr.agq_valid) hdr.agq.encode(p + hdr.payload_offset);
 }
 
 }  // namespace agq::pipeline

@@ -4,6 +4,7 @@
 //                     -> 0x0800: ipv4 -> proto 17, IHL 5, not a fragment: udp -> else accept
 //                     -> 0x0806: arp
 //   udp -> dst port 50000/50001: agq_classic -> accept
+//       -> dst port 50100: agq (docs/PROTOCOL.md) -> accept
 //
 // Differences from the published AGQ parser, all on packets it could not
 // aggregate anyway: a truncated header, IPv4 version != 4 or IHL < 5 is a
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <span>
 
+#include "proto/agq.hpp"
 #include "proto/headers.hpp"
 
 namespace agq::pipeline {
@@ -33,8 +35,9 @@ struct Headers {
   proto::Udp udp;
   proto::Arp arp;
   proto::AgqClassic agq_classic;
+  proto::Agq agq;
   bool vlan_valid = false, ipv4_valid = false, udp_valid = false, arp_valid = false,
-       agq_classic_valid = false;
+       agq_classic_valid = false, agq_valid = false;
   // Byte offsets of the headers in the frame (valid when the header is).
   uint16_t l3_offset = 0, l4_offset = 0, payload_offset = 0;
 };

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "pipeline/parser.hpp"
+#include "proto/agq.hpp"
 #include "proto/frame.hpp"
 
 using namespace agq;
@@ -168,4 +169,41 @@ TEST(Parser, DeparseRoundTripIsByteExact) {
   ASSERT_EQ(parse(f, h), ParserError::None);
   agq::pipeline::deparse(h, f);
   EXPECT_EQ(f, copy);
+}
+
+TEST(Parser, AgqHeaderRoundTripAndTruncation) {
+  Agq a;
+  a.type = AgqType::Data;
+  a.flags = kAgqFlagVersion | kAgqFlagRetransmit;
+  a.job_id = 0xBEEF;
+  a.worker_id = 3;
+  a.num_workers = 4;
+  a.slot = 513;
+  a.seq = 0xA0B0C0D0;
+  a.req_width = 16;
+  a.exponent = -7;
+  for (int k = 0; k < kAgqLanes; ++k) a.lanes[k] = 0x11111111u * uint32_t(k % 15);
+  uint8_t payload[Agq::kLen];
+  a.encode(payload);
+  EXPECT_EQ(payload[0], 0x11);
+  EXPECT_EQ(payload[16], 0xF9);
+  auto s = spec();
+  s.src_port = s.dst_port = kAgqPort;
+  auto f = build_udp_frame(s, payload);
+  ASSERT_EQ(f.size(), 190u);
+  Headers h;
+  ASSERT_EQ(parse(f, h), ParserError::None);
+  ASSERT_TRUE(h.agq_valid);
+  EXPECT_FALSE(h.agq_classic_valid);
+  EXPECT_EQ(h.agq.job_id, 0xBEEF);
+  EXPECT_EQ(h.agq.exponent, -7);
+  EXPECT_EQ(h.agq.slot, 513);
+  EXPECT_EQ(h.agq.lanes[14], 0x11111111u * 14);
+  auto copy = f;
+  agq::pipeline::deparse(h, f);
+  EXPECT_EQ(f, copy);
+  for (size_t len = 42; len < f.size(); ++len) {
+    Headers t;
+    EXPECT_EQ(parse(std::span<const uint8_t>(f.data(), len), t), ParserError::Truncated) << len;
+  }
 }

@@ -1,0 +1,70 @@
+// The agq pipeline (docs/PROTOCOL.md, stage map in docs/PIPELINE.md): packed
+// aggregation with non-overlapping, occupancy-aware windows, guard bits,
+// per-worker bitmaps, shadow copies, multicast results, many jobs and PS
+// fallback.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pipeline/switch_program.hpp"
+#include "proto/headers.hpp"
+
+namespace agq::pipeline::agq {
+
+struct WorkerSpec {
+  uint8_t worker_id = 0;   // bit in the slot bitmap, 0..num_workers-1
+  tna::PortId port = 0;    // the worker sends and receives on this port
+  uint32_t ipv4 = 0;       // must be the source of its DATA; destination of its RESULTs
+  proto::Mac mac{};        // destination MAC of its RESULTs
+};
+
+enum class ResultDelivery : uint8_t { Multicast, Ps };
+
+struct JobSpec {
+  uint16_t job_id = 0;                 // 1..65535
+  uint8_t num_workers = 0;             // 1..32
+  std::vector<WorkerSpec> workers;     // exactly num_workers, ids 0..N-1
+  uint32_t slots = 0;                  // aggregation contexts (each with 2 versions)
+  uint32_t rows = 0;                   // memory quota in rows (32 lanes x 2 halves x 32 bits)
+  ResultDelivery delivery = ResultDelivery::Multicast;
+  tna::PortId ps_port = tna::kNoPort;  // PS for fallback (and for delivery = Ps)
+  uint32_t ps_ipv4 = 0;
+  proto::Mac ps_mac{};
+  uint8_t max_width = 32;              // memory-pressure cap on granted bits
+};
+
+struct AgqConfig {
+  uint32_t total_rows = 4096;   // register capacity: rows shared by all jobs
+  uint32_t total_slots = 32768; // slot register capacity shared by all jobs
+};
+
+class AgqProgram final : public SwitchProgram {
+ public:
+  AgqProgram(AgqConfig cfg, ForwardingConfig fwd_cfg, tna::ReplicationEngine& pre);
+  ~AgqProgram() override;
+
+  std::string_view name() const override { return "agq"; }
+  tna::Decision process(std::span<uint8_t> bytes, const tna::IngressIntrinsicMd& md) override;
+  void visit_counters(const tna::CounterVisitor& visit) const override;
+  void clear_counters() override;
+  void clear_state() override;
+  uint32_t aggregator_count() const override;
+  NamedCells dump_aggregator(uint32_t row) const override;
+
+  // Control plane (caller holds lock()). add_job carves rows/slots from the
+  // free space and installs the job's tables and PRE group; returns an error
+  // message or nullopt.
+  std::optional<std::string> add_job(const JobSpec& job);
+  bool remove_job(uint16_t job_id);  // clears the job's registers, frees its space
+  std::vector<JobSpec> jobs() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace agq::pipeline::agq
