@@ -151,7 +151,7 @@ void SwitchDataplane::handle(Lcore& c, uint16_t in_port, rte_mbuf* m, uint64_t n
     d = program_.process(std::span<uint8_t>(rte_pktmbuf_mtod(m, uint8_t*), m->data_len), md);
     // Copy the members while the lock keeps the control plane out of the PRE.
     if (d.kind == tna::Decision::Kind::Multicast)
-      for (tna::PortId p : pre_.members(d.group))
+      for (tna::PortId p : pre_.member_ports(d.group))
         if (p != d.exclude_port && n_out < out.size()) out[n_out++] = p;
   }
   switch (d.kind) {

@@ -1,4 +1,6 @@
-// The packet replication engine: multicast group id -> member ports.
+// The packet replication engine: multicast group id -> replicas, each a
+// (port, rid) pair as on Tofino (the rid reaches the egress control, which
+// can rewrite that replica; one port may appear with several rids).
 // Configured by the control plane, read by the dataplane to clone a packet
 // to every member except the pruned port.
 #pragma once
@@ -10,22 +12,39 @@
 
 namespace agq::tna {
 
+struct Replica {
+  PortId port = kNoPort;
+  uint16_t rid = 0;
+  bool operator==(const Replica&) const = default;
+};
+
 class ReplicationEngine {
  public:
-  void set_group(McastGroupId g, std::vector<PortId> ports) { groups_[g] = std::move(ports); }
+  void set_group(McastGroupId g, std::vector<Replica> replicas) { groups_[g] = std::move(replicas); }
+  // A group whose replicas all have rid 0.
+  void set_group(McastGroupId g, const std::vector<PortId>& ports) {
+    std::vector<Replica> r;
+    for (PortId p : ports) r.push_back({p, 0});
+    groups_[g] = std::move(r);
+  }
   void remove_group(McastGroupId g) { groups_.erase(g); }
   bool has_group(McastGroupId g) const { return groups_.count(g) != 0; }
 
-  // Member ports of `g` minus `exclude`; empty for an unknown group.
-  const std::vector<PortId>& members(McastGroupId g) const {
-    static const std::vector<PortId> none;
+  // Replicas of `g`; empty for an unknown group.
+  const std::vector<Replica>& members(McastGroupId g) const {
+    static const std::vector<Replica> none;
     auto it = groups_.find(g);
     return it == groups_.end() ? none : it->second;
   }
-  const std::map<McastGroupId, std::vector<PortId>>& groups() const { return groups_; }
+  std::vector<PortId> member_ports(McastGroupId g) const {
+    std::vector<PortId> out;
+    for (const Replica& r : members(g)) out.push_back(r.port);
+    return out;
+  }
+  const std::map<McastGroupId, std::vector<Replica>>& groups() const { return groups_; }
 
  private:
-  std::map<McastGroupId, std::vector<PortId>> groups_;
+  std::map<McastGroupId, std::vector<Replica>> groups_;
 };
 
 }  // namespace agq::tna

@@ -33,6 +33,13 @@ class Program {
   // Runs one packet to completion (all passes). `bytes` holds the frame.
   virtual Decision process(std::span<uint8_t> bytes, const IngressIntrinsicMd& md) = 0;
 
+  // Egress control, run once per replica of a multicast decision (TNA's
+  // egress pipeline with eg_intr_md.egress_rid). A program that rewrites
+  // replicas returns true from has_egress(); the dataplane then gives every
+  // replica its own copy of the bytes instead of a shared clone.
+  virtual bool has_egress() const { return false; }
+  virtual void egress(std::span<uint8_t> /*bytes*/, PortId /*egress_port*/, uint16_t /*rid*/) {}
+
   // Every counter of the program, in a stable order.
   virtual void visit_counters(const CounterVisitor& visit) const = 0;
   virtual void clear_counters() = 0;

@@ -222,7 +222,7 @@ TEST_F(ClassicScenario, DumpAggregatorAndClearState) {
 }
 
 TEST_F(ClassicScenario, WorkerGroupIsConfigured) {
-  EXPECT_EQ(pre.members(ClassicProgram::kWorkerGroup), kWorkerPorts);
+  EXPECT_EQ(pre.member_ports(ClassicProgram::kWorkerGroup), kWorkerPorts);
 }
 
 TEST_F(ClassicScenario, ParserErrorIsCountedDrop) {

@@ -180,7 +180,7 @@ TEST_F(ClassicQuirk, Quirk_AckGoesToWorkerPortsMulticast) {
   const Sent ack = send(ack_pkt(1, 40, all4(1)));
   ASSERT_TRUE(is_worker_multicast(ack.decision));
   EXPECT_EQ(ack.decision.exclude_port, tna::kNoPort);
-  EXPECT_EQ(pre.members(ack.decision.group), kWorkerPorts);
+  EXPECT_EQ(pre.member_ports(ack.decision.group), kWorkerPorts);
   EXPECT_TRUE(is_drop(send(ack_pkt(1, 40, all4(1))).decision, DropReason::AgqAckNoOwner));
 }
 

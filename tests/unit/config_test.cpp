@@ -225,7 +225,7 @@ TEST_F(ConfigTest, MakeProgramAndInstallEntries) {
   auto prog = make_program(c, pre);
   ASSERT_TRUE(prog);
   EXPECT_EQ(prog->name(), "classic");
-  EXPECT_EQ(pre.members(pipeline::classic::ClassicProgram::kWorkerGroup), (std::vector<tna::PortId>{1, 2}));
+  EXPECT_EQ(pre.member_ports(pipeline::classic::ClassicProgram::kWorkerGroup), (std::vector<tna::PortId>{1, 2}));
 
   install_entries(c, *prog);
   std::map<uint32_t, tna::PortId> routes;

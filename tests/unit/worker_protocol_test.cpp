@@ -107,7 +107,7 @@ class Fabric {
       const tna::Decision d = prog_.process(f, md);
       if (d.kind == tna::Decision::Kind::Unicast) deliver(port, d.port, f);
       if (d.kind == tna::Decision::Kind::Multicast)
-        for (tna::PortId p : pre_.members(d.group))
+        for (tna::PortId p : pre_.member_ports(d.group))
           if (p != d.exclude_port) deliver(port, p, f);
     }
   }
