@@ -1,0 +1,297 @@
+// bench_gen: the benchmarks' traffic source and sink, built on the project's
+// dataplane library (agq::dataplane::Ports), so it runs on any port DPDK
+// gives it; the benchmarks use two memif client ports.
+//
+//   bench_gen [EAL] -- --traffic l2|classic [--seconds S] [--warmup S]
+//                      [--rate-mpps R] [--burst N] [--window N] [--workers N]
+//   bench_gen --write-pcap FILE --traffic l2|classic [--stream K]   (no EAL)
+//
+// It sends the traffic's frames cyclically on port 0 (open loop: as fast as
+// the port takes them, or paced to R Mpps), receives on every port, and
+// prints one JSON line: packets the port accepted per second (the device
+// under test's input rate once it is the bottleneck), packets received back,
+// and the latency distribution of the packets that came back.
+//
+// Latency: every frame carries a magic word and the TSC at tx (written just
+// before rte_eth_tx_burst) in bytes the device under test leaves alone (UDP
+// payload for l2; data4..5 of the AGQ header for classic, which the classic
+// pipeline passes through, also in completions and ACKs). The receiver reads
+// the TSC on the same core, so the number is tx-burst -> device -> rx-burst:
+// both memif copies, the device's polling and processing, and this process's
+// own poll interval (one loop round, well under a microsecond at low load).
+//
+// Classic traffic is a cycle that leaves the switch as it found it: for each
+// of `window` slots, `workers` contributions (the first allocates the slot),
+// then the PS's ACK for every slot. The generator plays workers and PS at
+// once; completions come back on the PS port, ACKs on the worker port.
+#include <rte_cycles.h>
+#include <rte_eal.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "dataplane/ports.hpp"
+#include "proto/frame.hpp"
+
+namespace {
+
+using Frame = std::vector<uint8_t>;
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_signal(int) { g_stop.store(true); }
+
+constexpr uint64_t kMagic = 0x41475142454e4348ull;  // "AGQBENCH"
+constexpr int kFrameLen = 115;                       // the classic AGQ frame: same size for both traffics
+
+struct Opts {
+  std::string traffic = "l2";
+  std::string write_pcap;
+  unsigned stream = 0;  // pcap replay: stream k uses its own slots / MACs
+  double seconds = 5, warmup = 1;
+  double rate_mpps = 0;  // 0: as fast as the port accepts
+  unsigned burst = 32;
+  unsigned window = 256, workers = 2;
+  size_t max_samples = 4u << 20;
+};
+
+agq::proto::UdpFrameSpec spec(unsigned stream) {
+  agq::proto::UdpFrameSpec s;
+  // The bench configurations have a static MAC entry 02:..:02 -> port 1
+  // (memif) and 02:00:00:00:0k:02 -> the stream's sink port (pcap).
+  s.dst_mac = {0x02, 0, 0, 0, uint8_t(stream), 0x02};
+  s.src_mac = {0x02, 0, 0, 0, uint8_t(stream), 0x01};
+  s.src_ip = 0x0A020201;
+  s.dst_ip = 0x0A020264;
+  return s;
+}
+
+// Where the stamp lives: UDP payload +20 for l2, AGQ data4 for classic.
+constexpr int kPayloadOff = 14 + 20 + 8;
+constexpr int kStampOffL2 = kPayloadOff + 20;
+constexpr int kStampOffAgq = kPayloadOff + 4 + 4 * 4;
+
+std::vector<Frame> make_frames(const Opts& o) {
+  std::vector<Frame> out;
+  const auto sp = spec(o.stream);
+  if (o.traffic == "l2") {
+    std::vector<uint8_t> payload(kFrameLen - kPayloadOff, 0);
+    auto s = sp;
+    s.dst_port = 9000;  // not an AGQ port: ordinary switching
+    out.push_back(agq::proto::build_udp_frame(s, payload));
+    return out;
+  }
+  // classic: slots of stream k are k*window .. (k+1)*window-1, so replayed
+  // streams on different lcores never share a slot.
+  for (unsigned w = 0; w < o.workers; ++w)
+    for (unsigned slot = 0; slot < o.window; ++slot) {
+      agq::proto::AgqClassic a;
+      const unsigned h1 = o.stream * o.window + slot;
+      a.job_and_seq = uint16_t((o.stream + 1) << 11 | 1);
+      a.worker_id = uint8_t(w);
+      a.total_workers = uint8_t(o.workers);
+      for (int k = 0; k < 4; ++k) a.data[k] = (slot * 7 + w * 13 + unsigned(k)) << 8;  // small: no carries
+      a.hash1 = uint16_t(h1);
+      a.hash_id = uint16_t(h1 << 3);
+      out.push_back(agq::proto::build_agq_classic_frame(sp, a));
+    }
+  for (unsigned slot = 0; slot < o.window; ++slot) {
+    agq::proto::AgqClassic a;
+    const unsigned h1 = o.stream * o.window + slot;
+    a.job_and_seq = uint16_t((o.stream + 1) << 11 | 1);
+    a.total_workers = uint8_t(o.workers);
+    a.is_ack = 1;
+    a.hash1 = uint16_t(h1);
+    a.hash_id = uint16_t(h1 << 3);
+    out.push_back(agq::proto::build_agq_classic_frame(sp, a));
+  }
+  return out;
+}
+
+int write_pcap(const Opts& o) {
+  FILE* f = std::fopen(o.write_pcap.c_str(), "wb");
+  if (!f) {
+    std::perror(o.write_pcap.c_str());
+    return 1;
+  }
+  // libpcap file format: global header (magic, v2.4, snaplen, LINKTYPE_ETHERNET).
+  const uint32_t gh[6] = {0xa1b2c3d4u, 0x00040002u, 0, 0, 65535, 1};
+  std::fwrite(gh, sizeof gh, 1, f);
+  uint32_t usec = 0;
+  for (const Frame& fr : make_frames(o)) {
+    const uint32_t rh[4] = {0, usec++, uint32_t(fr.size()), uint32_t(fr.size())};
+    std::fwrite(rh, sizeof rh, 1, f);
+    std::fwrite(fr.data(), fr.size(), 1, f);
+  }
+  return std::fclose(f) == 0 ? 0 : 1;
+}
+
+bool parse_args(int argc, char** argv, Opts& o) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "bench_gen: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--traffic") o.traffic = next();
+    else if (a == "--write-pcap") o.write_pcap = next();
+    else if (a == "--stream") o.stream = unsigned(std::atoi(next()));
+    else if (a == "--seconds") o.seconds = std::atof(next());
+    else if (a == "--warmup") o.warmup = std::atof(next());
+    else if (a == "--rate-mpps") o.rate_mpps = std::atof(next());
+    else if (a == "--burst") o.burst = unsigned(std::atoi(next()));
+    else if (a == "--window") o.window = unsigned(std::atoi(next()));
+    else if (a == "--workers") o.workers = unsigned(std::atoi(next()));
+    else {
+      std::fprintf(stderr, "bench_gen: unknown option %s\n", a.c_str());
+      return false;
+    }
+  }
+  if (o.traffic != "l2" && o.traffic != "classic") {
+    std::fprintf(stderr, "bench_gen: --traffic l2|classic\n");
+    return false;
+  }
+  o.burst = std::clamp(o.burst, 1u, 64u);
+  return o.window > 0 && o.workers > 0 && o.workers < 256 && o.window * (o.stream + 1) <= 8192;
+}
+
+double percentile(std::vector<uint64_t>& v, double q) {
+  if (v.empty()) return 0;
+  const size_t k = std::min(v.size() - 1, size_t(q * double(v.size())));
+  std::nth_element(v.begin(), v.begin() + long(k), v.end());
+  return double(v[k]);
+}
+
+int run(const Opts& o) {
+  agq::dataplane::PortOptions popt;
+  popt.lcores = 1;
+  popt.burst = uint16_t(o.burst);
+  popt.with_clone_pool = false;
+  popt.cancel = &g_stop;
+  agq::dataplane::Ports ports(popt);
+  const uint16_t nports = ports.count();
+
+  const std::vector<Frame> frames = make_frames(o);
+  const int stamp_off = o.traffic == "l2" ? kStampOffL2 : kStampOffAgq;
+  const uint64_t hz = rte_get_tsc_hz();
+  const uint64_t t_start = rte_rdtsc();
+  const uint64_t t_meas = t_start + uint64_t(o.warmup * double(hz));
+  const uint64_t t_end = t_meas + uint64_t(o.seconds * double(hz));
+  // Pacing: packets allowed so far = elapsed TSC * rate.
+  const double pkts_per_tsc = o.rate_mpps > 0 ? o.rate_mpps * 1e6 / double(hz) : 0;
+
+  std::vector<uint64_t> lat_ns;
+  lat_ns.reserve(std::min<size_t>(o.max_samples, 1u << 20));
+  uint64_t sent = 0, sent_meas = 0, rcvd_meas = 0, refused = 0, sent_at_meas = 0;
+  bool measuring = false;
+  size_t next_frame = 0;
+  rte_mbuf* tx[64];
+  rte_mbuf* rx[64];
+
+  while (!g_stop.load(std::memory_order_relaxed)) {
+    const uint64_t now = rte_rdtsc();
+    if (now >= t_end) break;
+    if (!measuring && now >= t_meas) {
+      measuring = true;
+      sent_at_meas = sent;
+    }
+    unsigned want = o.burst;
+    if (pkts_per_tsc > 0) {
+      const double allowed = double(now - t_start) * pkts_per_tsc - double(sent);
+      want = allowed < 1 ? 0 : unsigned(std::min<double>(allowed, o.burst));
+    }
+    if (want && rte_pktmbuf_alloc_bulk(ports.pool(), tx, want) == 0) {
+      for (unsigned i = 0; i < want; ++i) {
+        const Frame& f = frames[next_frame];
+        if (++next_frame == frames.size()) next_frame = 0;
+        auto* d = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(tx[i], uint16_t(f.size())));
+        std::memcpy(d, f.data(), f.size());
+        std::memcpy(d + stamp_off, &kMagic, 8);
+      }
+      const uint64_t stamp = rte_rdtsc();
+      for (unsigned i = 0; i < want; ++i) std::memcpy(rte_pktmbuf_mtod(tx[i], uint8_t*) + stamp_off + 8, &stamp, 8);
+      const uint16_t ok = rte_eth_tx_burst(0, 0, tx, uint16_t(want));
+      // Unsent frames go back to the pool and the cycle position rewinds, so
+      // the classic cycle stays in order (an ACK never overtakes its data).
+      if (ok < want) {
+        rte_pktmbuf_free_bulk(tx + ok, want - ok);
+        refused += want - ok;
+        next_frame = (next_frame + frames.size() - (want - ok) % frames.size()) % frames.size();
+      }
+      sent += ok;
+    }
+    for (uint16_t p = 0; p < nports; ++p) {
+      const uint16_t n = rte_eth_rx_burst(p, 0, rx, 64);
+      if (!n) continue;
+      const uint64_t t_rx = rte_rdtsc();
+      for (uint16_t i = 0; i < n; ++i) {
+        const uint8_t* d = rte_pktmbuf_mtod(rx[i], const uint8_t*);
+        uint64_t magic = 0, stamp = 0;
+        if (rx[i]->data_len >= stamp_off + 16) {
+          std::memcpy(&magic, d + stamp_off, 8);
+          std::memcpy(&stamp, d + stamp_off + 8, 8);
+        }
+        if (measuring) {
+          ++rcvd_meas;
+          if (magic == kMagic && stamp <= t_rx && lat_ns.size() < o.max_samples)
+            lat_ns.push_back(uint64_t(double(t_rx - stamp) * 1e9 / double(hz)));
+        }
+      }
+      rte_pktmbuf_free_bulk(rx, n);
+    }
+  }
+  sent_meas = sent - sent_at_meas;
+  const double secs = o.seconds;
+  std::printf(
+      "{\"traffic\":\"%s\",\"rate_mpps_target\":%.4f,\"seconds\":%.3f,\"tx_pkts\":%llu,\"rx_pkts\":%llu,"
+      "\"tx_refused\":%llu,\"tx_mpps\":%.4f,\"rx_mpps\":%.4f,\"lat_samples\":%zu,\"lat_p50_ns\":%.0f,"
+      "\"lat_p99_ns\":%.0f,\"lat_p999_ns\":%.0f,\"lat_max_ns\":%.0f}\n",
+      o.traffic.c_str(), o.rate_mpps, secs, (unsigned long long)sent_meas, (unsigned long long)rcvd_meas,
+      (unsigned long long)refused, double(sent_meas) / secs * 1e-6, double(rcvd_meas) / secs * 1e-6, lat_ns.size(),
+      percentile(lat_ns, 0.50), percentile(lat_ns, 0.99), percentile(lat_ns, 0.999), percentile(lat_ns, 1.0));
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // --write-pcap needs no EAL: handle it before rte_eal_init sees argv.
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--write-pcap") == 0) {
+      Opts o;
+      if (!parse_args(argc, argv, o)) return 2;
+      return write_pcap(o);
+    }
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
+  std::vector<char*> eal_argv(argv, argv + argc);  // rte_eal_init permutes its argv
+  const int used = rte_eal_init(argc, eal_argv.data());
+  if (used < 0) {
+    std::fprintf(stderr, "bench_gen: EAL initialisation failed\n");
+    return 1;
+  }
+  Opts o;
+  int rc = 2;
+  if (parse_args(argc - used, eal_argv.data() + used, o)) {
+    try {
+      rc = run(o);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "bench_gen: %s\n", e.what());
+      rc = 1;
+    }
+  }
+  rte_eal_cleanup();
+  return rc;
+}

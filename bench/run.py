@@ -1,0 +1,769 @@
+#!/usr/bin/python3
+"""Runs agq-switch's benchmark set and writes results/<date>/results.md,
+results.json and PNG plots. Numbers only: nothing here passes or fails on
+time. See bench/README.md for what each part measures and why.
+
+  bench/run.py            full set (~10-15 min on 2 cores)
+  bench/run.py --quick    short run (~3 min)
+
+Quiet by default: one progress line (rewritten in place on a terminal).
+Every process it starts is stopped by pid (SIGINT, then SIGKILL) when it
+finishes, on Ctrl-C and on errors; DPDK runtime directories and memif
+sockets it created are removed.
+"""
+from __future__ import annotations
+
+import argparse
+import atexit
+import datetime as dt
+import json
+import os
+import platform
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+SRC = Path(__file__).resolve().parents[1]
+FRAME_BYTES = 115  # every benchmark frame: Eth + IPv4 + UDP + the 73-byte classic AGQ header
+
+# Pipelines the switch benchmarks run. The project's own `agq` pipeline
+# (issue 4) plugs in here: a config snippet for its [agq] section and the
+# traffic bench_gen should send for it (bench_gen --traffic agq, to be
+# written with the pipeline). The pipeline-cost part has its own list in
+# bench_pipeline.cpp.
+PIPELINES = {
+    "classic": {
+        "pcap_section": '[classic]\nps_port = 2\nworker_ports = [3]\n',
+        "memif_section": '[classic]\nps_port = 1\nworker_ports = [0]\n',
+        "traffic": "classic",
+    },
+}
+# Traffic kinds of the throughput/latency parts: plain L2 forwarding through
+# the classic program's Forwarding control, then one per pipeline.
+TRAFFICS = ["l2"] + list(PIPELINES)
+
+
+# --------------------------------------------------------------------------
+# process bookkeeping
+
+class Procs:
+    """Every child process, stopped by pid; DPDK prefixes and sockets removed."""
+
+    def __init__(self, workdir: Path):
+        self.workdir = workdir
+        self.live: list[subprocess.Popen] = []
+        self.prefixes: list[str] = []
+        self.seq = 0
+
+    def prefix(self, tag: str) -> str:
+        self.seq += 1
+        p = f"agqb{tag}{os.getpid()}x{self.seq}"
+        self.prefixes.append(p)
+        return p
+
+    def start(self, name: str, argv: list, env=None) -> subprocess.Popen:
+        log = open(self.workdir / f"{name}.log", "ab")
+        p = subprocess.Popen([str(a) for a in argv], stdout=log, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL, env=env)
+        log.close()
+        p.log_path = self.workdir / f"{name}.log"  # type: ignore[attr-defined]
+        self.live.append(p)
+        return p
+
+    def stop(self, p: subprocess.Popen, timeout: float = 10.0) -> int | None:
+        if p.poll() is None:
+            try:
+                p.send_signal(signal.SIGINT)
+                p.wait(timeout)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        if p in self.live:
+            self.live.remove(p)
+        return p.returncode
+
+    def wait(self, p: subprocess.Popen, timeout: float) -> int | None:
+        try:
+            p.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        return self.stop(p)
+
+    def close(self):
+        for p in reversed(list(self.live)):
+            self.stop(p, timeout=5)
+        for pre in self.prefixes:
+            shutil.rmtree(f"/var/run/dpdk/{pre}", ignore_errors=True)
+
+
+def output(p) -> str:
+    try:
+        return Path(p.log_path).read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def json_lines(text: str) -> list[dict]:
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line.startswith("{") and line.endswith("}"):
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                pass
+    return out
+
+
+def wait_for(pred, timeout: float, interval: float = 0.05) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if pred():
+            return True
+        time.sleep(interval)
+    return False
+
+
+def median(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.median(xs) if xs else None
+
+
+# --------------------------------------------------------------------------
+# progress line
+
+class Progress:
+    def __init__(self, verbose: bool):
+        self.tty = sys.stderr.isatty()
+        self.verbose = verbose
+        self.t0 = time.monotonic()
+        self.last = ""
+
+    def __call__(self, msg: str):
+        line = f"[bench {time.monotonic() - self.t0:5.0f}s] {msg}"
+        if self.tty and not self.verbose:
+            sys.stderr.write("\r\033[K" + line[:150])
+            sys.stderr.flush()
+        elif self.verbose or msg.split(":")[0] != self.last.split(":")[0]:
+            print(line, file=sys.stderr, flush=True)  # not a terminal: one line per part
+        self.last = msg
+
+    def done(self):
+        if self.tty and not self.verbose:
+            sys.stderr.write("\n")
+
+
+# --------------------------------------------------------------------------
+# the parts
+
+def eal(prefix: str, lcores: list[str], vdevs: list[str], mem: int = 1024) -> list[str]:
+    args = ["--no-huge", "-m", str(mem), "--no-pci", *lcores, "--file-prefix", prefix,
+            "--log-level=warning", "--no-telemetry"]
+    return args + [f"--vdev={v}" for v in vdevs]
+
+
+class Bench:
+    def __init__(self, args, build: Path, work: Path, progress: Progress):
+        self.a, self.build, self.work, self.progress = args, build, work, progress
+        self.procs = Procs(work)
+        self.quick = args.quick
+        self.bin = {
+            "switch": build / "switch" / "agq-switch",
+            "worker": build / "workers" / "agq-worker",
+            "pipeline": build / "bench" / "bench_pipeline",
+            "gen": build / "bench" / "bench_gen",
+            "mpi": build / "bench" / "bench_mpi_allreduce",
+        }
+        self.testpmd = shutil.which("dpdk-testpmd")
+
+    # ---- pipeline cost (Google Benchmark) --------------------------------
+    def pipeline_cost(self) -> dict:
+        self.progress("pipeline cost: bench_pipeline")
+        out = self.work / "bench_pipeline.json"
+        reps = 1 if self.quick else 3
+        argv = [self.bin["pipeline"], f"--benchmark_min_time={0.05 if self.quick else 0.3}",
+                f"--benchmark_repetitions={reps}", "--benchmark_report_aggregates_only=true",
+                f"--benchmark_out={out}", "--benchmark_out_format=json"]
+        p = self.procs.start("bench_pipeline", argv)
+        self.procs.wait(p, 600)
+        data = json.loads(out.read_text())
+        rows = {}
+        for b in data["benchmarks"]:
+            if reps > 1 and b.get("aggregate_name") != "median":
+                continue
+            name = b.get("run_name", b["name"])
+            rows[name] = {k: b[k] for k in ("ns_per_pkt", "ns_per_lane", "values_per_cell", "drop_frac",
+                                             "trace_pkts") if k in b}
+        return {"repetitions": reps, "benchmarks": rows}
+
+    # ---- switch throughput, pcap replay ------------------------------------
+    def pcaps(self) -> dict:
+        d = {}
+        for t in TRAFFICS:
+            for s in (0, 1):
+                f = self.work / f"{t}_{s}.pcap"
+                subprocess.run([self.bin["gen"], "--write-pcap", f, "--traffic", PIPELINES.get(t, {}).get("traffic", t),
+                                "--stream", str(s)], check=True, capture_output=True)
+                d[(t, s)] = f
+        return d
+
+    def config(self, name: str, section: str, extra: str = "") -> Path:
+        f = self.work / f"{name}.toml"
+        f.write_text('[switch]\npipeline = "classic"\n' + section + extra)
+        return f
+
+    def run_pcap_switch(self, traffic: str, lcores: int, pcaps: dict, seconds: float) -> float | None:
+        pipe = PIPELINES.get(traffic, PIPELINES["classic"])
+        # static MACs: stream k's frames go to sink port 2 + k
+        macs = ('[[mac]]\nmac = "02:00:00:00:00:02"\nport = 2\n'
+                '[[mac]]\nmac = "02:00:00:00:01:02"\nport = 3\n')
+        cfg = self.config(f"pcap_{traffic}", pipe["pcap_section"], macs)
+        vdevs = [f"net_pcap{s},rx_pcap={pcaps[(traffic, s)]},infinite_rx=1" for s in (0, 1)]
+        vdevs += ["net_null0,no-rx=1", "net_null1,no-rx=1"]
+        core = ["-l", "0" if lcores == 1 else "0,1"]
+        sock = self.work / "ctl.sock"
+        p = self.procs.start(f"switch_pcap_{traffic}_{lcores}",
+                             [self.bin["switch"], *eal(self.procs.prefix("sp"), core, vdevs), "--",
+                              "--config", cfg, "--ctl-socket", sock, "--idle-sleep-us", "0",
+                              "--stats-interval", "1", "--quiet"])
+        rates = self.sample(p, r"stats: rx ([\d.]+) Mpps", seconds)
+        return median(rates) if rates else None
+
+    def sample(self, p, pattern: str, seconds: float, split: str | None = None) -> list[float]:
+        """Per-second rates from a running process's log: waits for the first
+        report (start-up takes a while), then `seconds` more; the first
+        report (a partial second) is dropped."""
+        def reports():
+            text = output(p)
+            if split:
+                return [sum(int(x) for x in re.findall(pattern, b)) / 1e6 for b in text.split(split)[1:]]
+            return [float(m.group(1)) for m in re.finditer(pattern, text)]
+        wait_for(lambda: len(reports()) >= 1 or p.poll() is not None, 30, 0.1)
+        wait_for(lambda: len(reports()) >= 2 + seconds or p.poll() is not None, seconds + 5, 0.1)
+        self.procs.stop(p)
+        return reports()[1:]
+
+    def run_pcap_testpmd(self, traffic: str, lcores: int, pcaps: dict, seconds: float) -> float | None:
+        vdevs = [f"net_pcap{s},rx_pcap={pcaps[(traffic, s)]},infinite_rx=1" for s in (0, 1)]
+        vdevs += ["net_null0,no-rx=1", "net_null1,no-rx=1"]
+        # Forwarding lcores on the switch's CPUs; testpmd's main lcore (which
+        # only prints statistics and sleeps) on the other CPU or beside it.
+        cores = ["--lcores", "0@1,1@0"] if lcores == 1 else ["--lcores", "0@0,1@0,2@1"]
+        p = self.procs.start(f"testpmd_pcap_{traffic}_{lcores}",
+                             ["stdbuf", "-oL", self.testpmd, *eal(self.procs.prefix("tp"), cores, vdevs), "--",
+                              "--forward-mode=io", "--stats-period", "1", "--total-num-mbufs=16384",
+                              "--portlist=0,2,1,3", f"--nb-cores={lcores}"])
+        # A stats block is the sum of Rx-pps over the ports.
+        rates = self.sample(p, r"Rx-pps:\s+(\d+)", seconds, split="Port statistics")
+        return median(rates) if rates else None
+
+    def pcap_throughput(self) -> dict:
+        pcaps = self.pcaps()
+        reps = self.a.reps or (1 if self.quick else 3)
+        seconds = 3 if self.quick else 5
+        runs = []
+        for r in range(reps):
+            for traffic in TRAFFICS:
+                for lc in (1, 2):
+                    # interleaved, alternating order: both see the same machine state
+                    order = ["switch", "testpmd"] if r % 2 == 0 else ["testpmd", "switch"]
+                    res = {}
+                    for dut in order:
+                        self.progress(f"throughput pcap: rep {r + 1}/{reps} {traffic} lcores={lc} {dut}")
+                        fn = self.run_pcap_switch if dut == "switch" else self.run_pcap_testpmd
+                        res[dut] = fn(traffic, lc, pcaps, seconds)
+                    runs.append({"rep": r, "traffic": traffic, "lcores": lc, **res})
+        return {"seconds_per_run": seconds, "reps": reps, "runs": runs, "summary": summarize(runs)}
+
+    # ---- memif: generator process -> DUT -> generator ----------------------
+    def memif_vdevs(self, role: str, n: int = 2) -> list[str]:
+        return [f"net_memif{i},role={role},id=0,socket={self.work}/m{i}.sock,socket-abstract=no" for i in range(n)]
+
+    def start_dut(self, dut: str, name: str):
+        for i in range(3):
+            (self.work / f"m{i}.sock").unlink(missing_ok=True)
+        vdevs = self.memif_vdevs("server")
+        if dut == "switch":
+            pipe = PIPELINES["classic"]
+            cfg = self.config("memif", pipe["memif_section"], '[[mac]]\nmac = "02:00:00:00:00:02"\nport = 1\n')
+            p = self.procs.start(name, [self.bin["switch"], *eal(self.procs.prefix("sm"), ["-l", "0"], vdevs), "--",
+                                        "--config", cfg, "--ctl-socket", self.work / "ctl.sock",
+                                        "--idle-sleep-us", "0", "--quiet"])
+        else:
+            p = self.procs.start(name, ["stdbuf", "-oL", self.testpmd, *eal(self.procs.prefix("tm"), ["--lcores", "0@0,1@0"], vdevs),
+                                        "--", "--forward-mode=io", "--stats-period", "1",
+                                        "--total-num-mbufs=16384", "--nb-cores=1"])
+        wait_for(lambda: all((self.work / f"m{i}.sock").exists() for i in range(2)), 15)
+        return p
+
+    def gen(self, traffic: str, seconds: float, rate: float = 0.0) -> dict | None:
+        vdevs = self.memif_vdevs("client")
+        p = self.procs.start("gen", [self.bin["gen"], *eal(self.procs.prefix("g"), ["-l", "1"], vdevs, 512), "--",
+                                     "--traffic", PIPELINES.get(traffic, {}).get("traffic", traffic),
+                                     "--seconds", seconds, "--warmup", 1 if rate == 0 else 0.5,
+                                     "--rate-mpps", f"{rate:.4f}"])
+        self.procs.wait(p, seconds + 30)
+        js = json_lines(output(p))
+        return js[-1] if js else None
+
+    def memif(self) -> dict:
+        reps = self.a.reps or (1 if self.quick else 3)
+        secs = 2 if self.quick else 4
+        lat_secs = 1.5 if self.quick else 3
+        low = 0.05  # Mpps: one packet every 20 us, no queueing anywhere
+        runs, lat = [], []
+        switch_cap: dict = {}  # the switch's saturation rate: sets the 80% load, for testpmd too
+        for r in range(reps):
+            # Interleaved, alternating order; a testpmd-first rep uses the
+            # previous rep's switch capacity for its 80% load.
+            order = ["switch", "testpmd"] if r % 2 == 0 else ["testpmd", "switch"]
+            res = {t: {} for t in TRAFFICS}
+            for dut in order:
+                p = self.start_dut(dut, f"{dut}_memif")
+                for t in TRAFFICS:
+                    self.progress(f"throughput memif: rep {r + 1}/{reps} {t} {dut}")
+                    g = self.gen(t, secs)
+                    res[t][dut] = g["tx_mpps"] if g else None
+                    res[t][dut + "_delivered"] = g["rx_mpps"] if g else None
+                    if dut == "switch" and g:
+                        switch_cap[t] = g["tx_mpps"]
+                for t in TRAFFICS:
+                    for load, rate in (("low", low), ("80%", 0.8 * (switch_cap.get(t) or 0))):
+                        if rate <= 0:
+                            continue
+                        self.progress(f"latency memif: rep {r + 1}/{reps} {t} {dut} {load} ({rate:.2f} Mpps)")
+                        g = self.gen(t, lat_secs, rate)
+                        if g:
+                            lat.append({"rep": r, "dut": dut, "traffic": t, "load": load, "rate_mpps": rate,
+                                        "achieved_mpps": g["tx_mpps"], "p50_ns": g["lat_p50_ns"],
+                                        "p99_ns": g["lat_p99_ns"], "p999_ns": g["lat_p999_ns"],
+                                        "max_ns": g["lat_max_ns"], "samples": g["lat_samples"]})
+                self.procs.stop(p)
+            for t in TRAFFICS:
+                runs.append({"rep": r, "traffic": t, "lcores": 1, **res[t]})
+        lat_sum = []
+        for dut in ("switch", "testpmd"):
+            for t in TRAFFICS:
+                for load in ("low", "80%"):
+                    xs = [x for x in lat if x["dut"] == dut and x["traffic"] == t and x["load"] == load]
+                    if xs:
+                        lat_sum.append({"dut": dut, "traffic": t, "load": load,
+                                        "rate_mpps": median([x["rate_mpps"] for x in xs]),
+                                        **{k: median([x[k] for x in xs]) for k in ("p50_ns", "p99_ns", "p999_ns")}})
+        return {"seconds_per_run": secs, "reps": reps, "runs": runs, "summary": summarize(runs),
+                "latency_runs": lat, "latency": lat_sum}
+
+    # ---- end to end: agq-worker through agq-switch vs MPI_Allreduce --------
+    def e2e_one(self, n: int, mbytes: int) -> dict | None:
+        elements = mbytes * (1 << 20) // 4
+        for i in range(3):
+            (self.work / f"m{i}.sock").unlink(missing_ok=True)
+        cfg = self.config("e2e", '[classic]\nps_port = 0\nworker_ports = [1, 2]\n')
+        ctl = self.work / "ctl.sock"
+        sw = self.procs.start("e2e_switch", [self.bin["switch"],
+                                             *eal(self.procs.prefix("es"), ["-l", "0"], self.memif_vdevs("server", 3)),
+                                             "--", "--config", cfg, "--ctl-socket", ctl, "--idle-sleep-us", "0",
+                                             "--quiet"])
+        if not wait_for(lambda: all((self.work / f"m{i}.sock").exists() for i in range(3)), 15):
+            self.procs.stop(sw)
+            return None
+        job = ["--workers", n, "--elements", elements, "--window", 1024, "--progress", 0, "--json",
+               "--stall-timeout", 30]
+
+        def worker(name, sock, extra):
+            v = f"net_memif0,role=client,id=0,socket={self.work}/m{sock}.sock,socket-abstract=no"
+            return self.procs.start(name, [self.bin["worker"], *eal(self.procs.prefix(name), ["-l", "1"], [v], 256),
+                                           "--", *extra, *job])
+
+        ps = worker("e2e_ps", 0, ["--role", "ps", "--fresh-switch"])
+        wait_for(lambda: "ready" in output(ps) or ps.poll() is not None, 15)
+        # N logical workers in two processes (worker ports 1 and 2): a 2-core
+        # machine cannot give every worker a core; ids alternate between them.
+        ws = [worker(f"e2e_w{k}", 1 + k, ["--ids", ",".join(str(i) for i in range(k, n, 2))]) for k in range(2)]
+        budget = 600
+        for w in ws:
+            self.procs.wait(w, budget)
+        self.procs.wait(ps, 30)
+        self.procs.stop(sw)
+        wj = [json_lines(output(w)) for w in ws]
+        pj = json_lines(output(ps))
+        if not all(wj) or not pj:
+            return {"workers": n, "mbytes": mbytes, "status": "failed"}
+        wj = [x[-1] for x in wj]
+        pj = pj[-1]
+        secs = max(w["seconds"] for w in wj)
+        return {"workers": n, "mbytes": mbytes, "elements": elements,
+                "status": "ok" if all(w["status"] == "ok" for w in wj) and pj["status"] == "ok" else "failed",
+                "seconds": secs, "elements_per_s": elements / secs,
+                "goodput_gbps": elements * 32 / secs / 1e9,
+                "retransmissions": sum(w["counters"]["retransmissions"] for w in wj),
+                "ps_retries": pj["counters"]["retries"], "mismatches": pj.get("mismatches"),
+                "quantization_rms": pj.get("quantization_error", {}).get("rms")}
+
+    def mpi_one(self, n: int, mbytes: int) -> dict | None:
+        mpirun = shutil.which("mpirun")
+        if not mpirun or not self.bin["mpi"].exists():
+            return None
+        env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+                   OMPI_MCA_btl="self,vader", OMPI_MCA_mpi_yield_when_idle="1")
+        p = self.procs.start("mpi", [mpirun, "-np", n, "--oversubscribe", "--bind-to", "none",
+                                     self.bin["mpi"], "--bytes", mbytes << 20, "--reps", 1 if self.quick else 3],
+                             env=env)
+        self.procs.wait(p, 300)
+        js = json_lines(output(p))
+        if not js:
+            return None
+        j = js[-1]
+        return {"workers": n, "mbytes": mbytes, "seconds": j["seconds_median"],
+                "elements_per_s": j["elements_per_s"],
+                "goodput_gbps": j["elements"] * 32 / j["seconds_median"] / 1e9 if j["seconds_median"] else None,
+                "wrong_elements": j["wrong_elements"]}
+
+    def e2e(self) -> dict:
+        if self.quick:
+            plan = {2: [1, 4], 4: [1, 4], 8: [1]}
+            budget = 20.0
+        else:
+            plan = {2: [1, 16, 64, 256], 4: [1, 16, 64, 256], 8: [1, 16, 64, 256]}
+            budget = 45.0
+        have_workers = self.bin["worker"].exists()
+        agq, mpi, skipped = [], [], []
+        for n, sizes in plan.items():
+            rate = None  # elements/s of the previous size: predicts the next run's time
+            for mb in sizes:
+                elements = mb * (1 << 20) // 4
+                if rate and elements / rate > budget:
+                    skipped.append({"workers": n, "mbytes": mb, "predicted_s": elements / rate})
+                    continue
+                if have_workers:
+                    self.progress(f"end to end: agq-worker N={n} {mb} MB")
+                    r = self.e2e_one(n, mb)
+                    if r:
+                        agq.append(r)
+                        rate = r.get("elements_per_s")
+                self.progress(f"end to end: MPI_Allreduce N={n} {mb} MB")
+                m = self.mpi_one(n, mb)
+                if m:
+                    mpi.append(m)
+        return {"agq": agq, "mpi": mpi, "skipped": skipped, "time_budget_s": budget,
+                "workers_built": have_workers}
+
+
+def summarize(runs: list[dict]) -> list[dict]:
+    """Median per (traffic, lcores) of each DUT and of the per-rep ratio."""
+    out = []
+    keys = sorted({(r["traffic"], r["lcores"]) for r in runs}, key=lambda k: (TRAFFICS.index(k[0]), k[1]))
+    for t, lc in keys:
+        rs = [r for r in runs if r["traffic"] == t and r["lcores"] == lc]
+        sw = median([r.get("switch") for r in rs])
+        tp = median([r.get("testpmd") for r in rs])
+        ratios = [r["switch"] / r["testpmd"] for r in rs if r.get("switch") and r.get("testpmd")]
+        out.append({"traffic": t, "lcores": lc, "switch_mpps": sw, "testpmd_mpps": tp,
+                    "ratio_median": median(ratios), "ratio_min": min(ratios) if ratios else None,
+                    "ratio_max": max(ratios) if ratios else None,
+                    "switch_mpps_per_lcore": sw / lc if sw else None,
+                    "switch_gbps": sw * FRAME_BYTES * 8 / 1e3 if sw else None})
+    return out
+
+
+def memory_efficiency() -> list[dict]:
+    """Classic aggregator memory: 4 lanes x 32 bit (reg0..3) per aggregator,
+    plus 2 bytes per aggregator (insert_posi, data_isEmpty) and 4 bytes per
+    seq slot (job_and_seq 16, start_posi 8, worker_agg 8). A window of L bits
+    lets 32/L seqs share one aggregator."""
+    rows = []
+    for L in (32, 16, 8, 4):
+        per_agg = 32 // L
+        lane_bytes = 16
+        with_ctl = lane_bytes + 2 + 4 * per_agg
+        rows.append({"width_bits": L, "seqs_per_aggregator": per_agg,
+                     "seqs_per_mib_lanes": per_agg * (1 << 20) / lane_bytes,
+                     "seqs_per_mib_with_control": per_agg * (1 << 20) / with_ctl,
+                     "vs_32bit_design": per_agg * (lane_bytes + 2 + 4) / with_ctl})
+    return rows
+
+
+# --------------------------------------------------------------------------
+# report
+
+def fmt(x, nd=2):
+    if x is None:
+        return "–"
+    if isinstance(x, float):
+        return f"{x:.{nd}f}"
+    return str(x)
+
+
+def machine() -> dict:
+    model = "?"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            model = line.split(":", 1)[1].strip()
+            break
+    load = os.getloadavg()
+    return {"cpu_model": model, "cores": os.cpu_count(), "kernel": platform.release(),
+            "loadavg_at_start": [round(x, 2) for x in load]}
+
+
+def markdown(res: dict) -> str:
+    m = res["machine"]
+    L = [f"# agq-switch benchmarks — {res['date']}", "",
+         f"Command: `{res['command']}`  ", f"Machine: {m['cpu_model']}, {m['cores']} cores, kernel {m['kernel']}, "
+         f"load average at start {m['loadavg_at_start']}  ", f"Mode: {'quick' if res['quick'] else 'full'}; "
+         f"wall time {res['wall_s']:.0f} s", ""]
+    if "pipeline" in res:
+        b = res["pipeline"]["benchmarks"]
+        L += ["## Pipeline cost (Google Benchmark, one core, no DPDK)", "",
+              "| benchmark | ns/packet | dropped in switch | packets in cycle |", "|---|---:|---:|---:|"]
+        for k, v in b.items():
+            if k.startswith("Pipeline/"):
+                L.append(f"| {k.removeprefix('Pipeline/')} | {fmt(v.get('ns_per_pkt'), 1)} | "
+                         f"{fmt(v.get('drop_frac'), 2)} | {fmt(v.get('trace_pkts'), 0)} |")
+        L += ["", "| lane add (4 lanes x 8192 cells, random aggregators) | ns/lane | values per 32-bit cell |",
+              "|---|---:|---:|"]
+        for k, v in b.items():
+            if k.startswith("BM_LaneAdd"):
+                L.append(f"| {k.removeprefix('BM_LaneAdd_')} | {fmt(v.get('ns_per_lane'), 3)} | "
+                         f"{fmt(v.get('values_per_cell'), 0)} |")
+        L.append("")
+    for key, title in (("pcap", "Switch throughput: net_pcap infinite_rx replay (in-process) → net_null"),
+                       ("memif", "Switch throughput: memif from a generator process (bench_gen, other core)")):
+        if key not in res:
+            continue
+        r = res[key]
+        L += [f"## {title}", "",
+              f"Median of {r['reps']} interleaved runs of {r['seconds_per_run']} s each. Mpps = packets the "
+              "device under test received per second (input side). Ratio = agq-switch / dpdk-testpmd io on "
+              "the same ports, per run, then the median (min–max).", "",
+              "| traffic | dataplane lcores | agq-switch Mpps | per lcore | Gbit/s (115 B frames) | "
+              "testpmd io Mpps | ratio | ratio range |", "|---|---:|---:|---:|---:|---:|---:|---|"]
+        for s in r["summary"]:
+            L.append(f"| {s['traffic']} | {s['lcores']} | {fmt(s['switch_mpps'])} | {fmt(s['switch_mpps_per_lcore'])} "
+                     f"| {fmt(s['switch_gbps'])} | {fmt(s['testpmd_mpps'])} | {fmt(s['ratio_median'], 3)} | "
+                     f"{fmt(s['ratio_min'], 3)}–{fmt(s['ratio_max'], 3)} |")
+        L.append("")
+    if "memif" in res and res["memif"]["latency"]:
+        L += ["## Latency: bench_gen tx → device → bench_gen rx over memif (TSC stamps in the frame, same core)", "",
+              "| device | traffic | load | offered Mpps | p50 µs | p99 µs | p99.9 µs |", "|---|---|---|---:|---:|---:|---:|"]
+        for x in res["memif"]["latency"]:
+            L.append(f"| {x['dut']} | {x['traffic']} | {x['load']} | {fmt(x['rate_mpps'], 3)} | "
+                     f"{fmt(x['p50_ns'] / 1e3, 1)} | {fmt(x['p99_ns'] / 1e3, 1)} | {fmt(x['p999_ns'] / 1e3, 1)} |")
+        L.append("")
+    if "e2e" in res:
+        e = res["e2e"]
+        L += ["## End to end: N logical agq-workers (2 processes) + PS through agq-switch vs MPI_Allreduce", ""]
+        if not e["workers_built"]:
+            L += ["agq-worker is not built: only the MPI reference ran.", ""]
+        L += ["| N | tensor MB | agq s | agq elem/s | agq Gbit/s | retransmissions | PS retries | mismatches | "
+              "MPI s | MPI elem/s | MPI Gbit/s | agq/MPI |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+        mpi = {(m["workers"], m["mbytes"]): m for m in e["mpi"]}
+        agq = {(a["workers"], a["mbytes"]): a for a in e["agq"]}
+        for k in sorted(set(mpi) | set(agq)):
+            a, m = agq.get(k, {}), mpi.get(k, {})
+            ratio = (a["elements_per_s"] / m["elements_per_s"]) if a.get("elements_per_s") and m.get("elements_per_s") else None
+            L.append(f"| {k[0]} | {k[1]} | {fmt(a.get('seconds'))} | {fmt(a.get('elements_per_s'), 0) if a else '–'} | "
+                     f"{fmt(a.get('goodput_gbps'), 3)} | {fmt(a.get('retransmissions'))} | {fmt(a.get('ps_retries'))} | "
+                     f"{fmt(a.get('mismatches'))} | {fmt(m.get('seconds'), 3)} | "
+                     f"{fmt(m.get('elements_per_s'), 0) if m else '–'} | {fmt(m.get('goodput_gbps'), 3)} | {fmt(ratio, 3)} |")
+        if e["skipped"]:
+            L += ["", "Skipped (predicted time over the per-run budget of "
+                  f"{e['time_budget_s']:.0f} s): " + ", ".join(f"N={s['workers']} {s['mbytes']} MB "
+                                                                f"(~{s['predicted_s']:.0f} s)" for s in e["skipped"])]
+        L.append("")
+    if "memory" in res:
+        L += ["## Aggregator memory (classic): concurrent sequences per MiB", "",
+              "| granted width | seqs per aggregator | per MiB of lane registers | per MiB incl. control registers | "
+              "vs 32 bit per gradient |", "|---:|---:|---:|---:|---:|"]
+        for r in res["memory"]:
+            L.append(f"| {r['width_bits']} | {r['seqs_per_aggregator']} | {r['seqs_per_mib_lanes']:.0f} | "
+                     f"{r['seqs_per_mib_with_control']:.0f} | {r['vs_32bit_design']:.2f}x |")
+        L.append("")
+    return "\n".join(L)
+
+
+def plots(res: dict, out: Path) -> list[str]:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return []
+    made = []
+    if "pipeline" in res:
+        b = res["pipeline"]["benchmarks"]
+        names = [k for k in b if k.startswith("Pipeline/")]
+        fig, ax = plt.subplots(figsize=(8, 4))
+        ax.barh([n.removeprefix("Pipeline/") for n in names], [b[n]["ns_per_pkt"] for n in names])
+        ax.set_xlabel("ns per packet (one core)")
+        ax.set_title("Pipeline cost: process() per packet")
+        fig.tight_layout()
+        fig.savefig(out / "pipeline_cost.png", dpi=100)
+        plt.close(fig)
+        made.append("pipeline_cost.png")
+        names = [k for k in b if k.startswith("BM_LaneAdd")]
+        fig, ax = plt.subplots(figsize=(6, 3))
+        ax.bar([n.removeprefix("BM_LaneAdd_") for n in names], [b[n]["ns_per_lane"] for n in names])
+        ax.set_ylabel("ns per lane")
+        ax.set_title("Packed (masked, shifted) add vs plain 32-bit add")
+        fig.tight_layout()
+        fig.savefig(out / "lane_add.png", dpi=100)
+        plt.close(fig)
+        made.append("lane_add.png")
+    rows = []
+    for key in ("pcap", "memif"):
+        for s in res.get(key, {}).get("summary", []):
+            rows.append((f"{key}\n{s['traffic']} x{s['lcores']}", s))
+    if rows:
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
+        x = range(len(rows))
+        a1.bar([i - 0.2 for i in x], [r[1]["switch_mpps"] or 0 for r in rows], 0.4, label="agq-switch")
+        a1.bar([i + 0.2 for i in x], [r[1]["testpmd_mpps"] or 0 for r in rows], 0.4, label="testpmd io")
+        a1.set_xticks(list(x), [r[0] for r in rows], fontsize=7)
+        a1.set_ylabel("Mpps (input)")
+        a1.legend()
+        a1.set_title("Throughput")
+        a2.bar(list(x), [r[1]["ratio_median"] or 0 for r in rows])
+        a2.set_xticks(list(x), [r[0] for r in rows], fontsize=7)
+        a2.set_ylabel("agq-switch / testpmd")
+        a2.set_title("Ratio (median of interleaved runs)")
+        fig.tight_layout()
+        fig.savefig(out / "throughput.png", dpi=100)
+        plt.close(fig)
+        made.append("throughput.png")
+    lat = res.get("memif", {}).get("latency", [])
+    if lat:
+        fig, ax = plt.subplots(figsize=(9, 4))
+        labels = [f"{x['dut']}\n{x['traffic']} {x['load']}" for x in lat]
+        for j, (k, lab) in enumerate((("p50_ns", "p50"), ("p99_ns", "p99"), ("p999_ns", "p99.9"))):
+            ax.bar([i + (j - 1) * 0.27 for i in range(len(lat))], [x[k] / 1e3 for x in lat], 0.27, label=lab)
+        ax.set_xticks(range(len(lat)), labels, fontsize=7)
+        ax.set_yscale("log")
+        ax.set_ylabel("µs")
+        ax.legend()
+        ax.set_title("Latency over memif (generator tx → device → generator rx)")
+        fig.tight_layout()
+        fig.savefig(out / "latency.png", dpi=100)
+        plt.close(fig)
+        made.append("latency.png")
+    e = res.get("e2e")
+    if e and (e["agq"] or e["mpi"]):
+        fig, ax = plt.subplots(figsize=(7, 4))
+        for src, style in (("agq", "-o"), ("mpi", "--s")):
+            for n in sorted({r["workers"] for r in e[src]}):
+                pts = sorted((r["mbytes"], r["elements_per_s"]) for r in e[src]
+                             if r["workers"] == n and r.get("elements_per_s"))
+                if pts:
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], style,
+                            label=f"{'agq-switch' if src == 'agq' else 'MPI_Allreduce'} N={n}")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("tensor MB")
+        ax.set_ylabel("aggregated elements/s")
+        ax.legend(fontsize=7)
+        ax.set_title("End to end")
+        fig.tight_layout()
+        fig.savefig(out / "end_to_end.png", dpi=100)
+        plt.close(fig)
+        made.append("end_to_end.png")
+    return made
+
+
+# --------------------------------------------------------------------------
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="short run (~3 min)")
+    ap.add_argument("--build-dir", type=Path, default=SRC / "build-bench")
+    ap.add_argument("--out", type=Path, default=None, help="results folder (default results/<date>)")
+    ap.add_argument("--only", default="pipeline,pcap,memif,e2e",
+                    help="comma list of parts: pipeline,pcap,memif,e2e")
+    ap.add_argument("--reps", type=int, default=0, help="interleaved repetitions (default 3, quick 1)")
+    ap.add_argument("--no-build", action="store_true", help="do not run cmake/ninja first")
+    ap.add_argument("--no-boost", action="store_true",
+                    help="do not raise this run's autogroup priority (other users' compiles then "
+                         "take CPU from the benchmarks)")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory (process logs, pcaps)")
+    ap.add_argument("-v", "--verbose", action="store_true")
+    a = ap.parse_args()
+    parts = set(a.only.split(","))
+
+    if os.geteuid() != 0:
+        print("bench: needs root (DPDK virtual devices, /var/run/dpdk)", file=sys.stderr)
+        return 1
+    if not a.no_boost:
+        # Compiles of other users run in their own autogroups; nice only
+        # matters inside a group, so raise this run's group (children inherit).
+        try:
+            Path("/proc/self/autogroup").write_text("-10")
+        except OSError:
+            pass
+    progress = Progress(a.verbose)
+    build = a.build_dir
+    if not a.no_build:
+        progress("build: cmake + ninja " + str(build))
+        if not (build / "build.ninja").exists():
+            subprocess.run(["cmake", "-S", SRC, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release"],
+                           check=True, capture_output=not a.verbose)
+        targets = ["agq-switch", "bench_pipeline", "bench_gen"]
+        r = subprocess.run(["ninja", "-C", build, "-t", "targets", "all"], capture_output=True, text=True)
+        for t in ("agq-worker", "bench_mpi_allreduce"):
+            if re.search(rf"^{t}:", r.stdout, re.M):
+                targets.append(t)
+        subprocess.run(["ninja", "-j2", "-C", build, *targets], check=True, capture_output=not a.verbose)
+
+    date = dt.datetime.now().strftime("%Y-%m-%d")
+    out = a.out or SRC / "results" / date
+    out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="agq-bench-"))
+    bench = Bench(a, build, work, progress)
+    if not bench.testpmd:
+        print("bench: dpdk-testpmd not found (Debian package dpdk-dev); throughput ratios need it", file=sys.stderr)
+
+    def cleanup(*_):
+        bench.procs.close()
+        if a.keep:
+            print(f"bench: logs kept in {work}", file=sys.stderr)
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+    atexit.register(cleanup)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+
+    t0 = time.monotonic()
+    res = {"date": dt.datetime.now().isoformat(timespec="seconds"), "quick": a.quick,
+           "command": "bench/run.py " + " ".join(sys.argv[1:]), "machine": machine(),
+           "pipelines": list(PIPELINES)}
+    try:
+        if "pipeline" in parts:
+            res["pipeline"] = bench.pipeline_cost()
+        if "pcap" in parts and bench.testpmd:
+            res["pcap"] = bench.pcap_throughput()
+        if "memif" in parts and bench.testpmd:
+            res["memif"] = bench.memif()
+        if "e2e" in parts:
+            res["e2e"] = bench.e2e()
+        res["memory"] = memory_efficiency()
+    except KeyboardInterrupt:
+        progress.done()
+        print("bench: interrupted; partial results written", file=sys.stderr)
+    finally:
+        res["wall_s"] = time.monotonic() - t0
+        res["machine"]["loadavg_at_end"] = [round(x, 2) for x in os.getloadavg()]
+        (out / "results.json").write_text(json.dumps(res, indent=1, default=str))
+        res["plots"] = plots(res, out)
+        (out / "results.md").write_text(markdown(res) + "\n" + "".join(
+            f"![{p}]({p})\n" for p in res["plots"]))
+    progress("done")
+    progress.done()
+    print(f"bench: results in {out}/results.md ({res['wall_s']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
