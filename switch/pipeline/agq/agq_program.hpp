@@ -42,8 +42,21 @@ struct AgqConfig {
   uint32_t total_slots = 32768; // slot register capacity shared by all jobs
 };
 
+// Where add_job put a job (for tools, dumps and tests).
+struct JobPlacement {
+  uint16_t job_index = 0;        // dense index; PRE group = kJobGroupBase + index
+  tna::McastGroupId mcast_grp = 0;
+  uint32_t row_base = 0, rows = 0;    // rows carved (<= the quota)
+  uint32_t slot_base = 0, slots = 0;
+  uint8_t row_shift = 0;         // row = row_base + (slot >> row_shift)
+  uint8_t guard = 0;             // g = ceil(log2 N)
+};
+
 class AgqProgram final : public SwitchProgram {
  public:
+  static constexpr tna::McastGroupId kJobGroupBase = 0x1000;
+  static constexpr uint32_t kMaxJobs = 4096;
+
   AgqProgram(AgqConfig cfg, ForwardingConfig fwd_cfg, tna::ReplicationEngine& pre);
   ~AgqProgram() override;
 
@@ -53,6 +66,10 @@ class AgqProgram final : public SwitchProgram {
   void clear_counters() override;
   void clear_state() override;
   uint32_t aggregator_count() const override;
+  // Replicas of a job's multicast: rewrites Ethernet/IPv4 destination and
+  // worker_id of a RESULT for worker `rid` of the packet's job.
+  bool has_egress() const override { return true; }
+  void egress(std::span<uint8_t> bytes, tna::PortId egress_port, uint16_t rid) override;
   NamedCells dump_aggregator(uint32_t row) const override;
 
   // Control plane (caller holds lock()). add_job carves rows/slots from the
@@ -61,6 +78,7 @@ class AgqProgram final : public SwitchProgram {
   std::optional<std::string> add_job(const JobSpec& job);
   bool remove_job(uint16_t job_id);  // clears the job's registers, frees its space
   std::vector<JobSpec> jobs() const;
+  std::optional<JobPlacement> placement(uint16_t job_id) const;
 
  private:
   struct Impl;

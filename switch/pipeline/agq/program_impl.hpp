@@ -1,0 +1,36 @@
+// AgqProgram's private state, shared by agq_program.cpp (data plane) and
+// jobs.cpp (control plane).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+
+#include "pipeline/agq/agq_program.hpp"
+#include "pipeline/agq/ingress.hpp"
+#include "pipeline/drop_reason.hpp"
+
+namespace agq::pipeline::agq {
+
+struct JobRecord {
+  JobSpec spec;
+  JobPlacement place;
+};
+
+struct AgqProgram::Impl {
+  explicit Impl(const AgqConfig& c)
+      : cfg(c), ingress(c.total_slots, c.total_rows), egress_worker_t("egress_worker_t", 4096 * kMaxWorkers, WorkerAction{}) {}
+
+  AgqConfig cfg;
+  Ingress ingress;
+  // The egress pipeline's own copy of the worker addresses, key (job_id, rid).
+  tna::ExactTable<uint32_t, WorkerAction> egress_worker_t;
+  std::map<uint16_t, JobRecord> jobs;  // by job_id
+
+  uint64_t agq_packets = 0, resubmits = 0, parser_errors = 0;
+  std::array<uint64_t, std::size_t(DropReason::Count)> fwd_drops{};  // Forwarding's reasons
+  uint64_t drops_malformed = 0, drops_unknown_job = 0, drops_bad_worker = 0, drops_bad_slot = 0,
+           drops_bad_width = 0;
+};
+
+}  // namespace agq::pipeline::agq
