@@ -1,0 +1,139 @@
+/* Parsers: Ethernet, one optional 802.1Q tag, IPv4 (IHL 5), ARP, UDP, and the
+ * agq header on UDP destination port 50100 (PROTOCOL.md §1). A truncated agq
+ * header is a parser error; the parser error is not cleared, so the packet is
+ * dropped by the ingress (drops_parser_error, as in the software switch). */
+
+parser AgqIngressParser(packet_in pkt,
+                        out ingress_headers_t hdr,
+                        out ingress_metadata_t md,
+                        out ingress_intrinsic_metadata_t ig_intr_md) {
+    state start {
+        pkt.extract(ig_intr_md);
+        /* Metadata the ingress reads before writing it. */
+        md.job_hit = 0;
+        md.worker_hit = 0;
+        md.first = 0;
+        md.complete = 0;
+        md.cas_ok = 0;
+        md.lane_clear = 0;
+        md.lane_run = 0;
+        md.ovf_in = 0;
+        md.verdict = 0;
+        transition select(ig_intr_md.resubmit_flag) {
+            1: parse_resubmit;
+            default: parse_port_metadata;
+        }
+    }
+
+    state parse_resubmit {
+        /* The resubmit header replaces the port metadata on the second pass. */
+        pkt.extract(md.resub);
+        transition parse_ethernet;
+    }
+
+    state parse_port_metadata {
+        pkt.advance(PORT_METADATA_SIZE);
+        transition parse_ethernet;
+    }
+
+    state parse_ethernet {
+        pkt.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            ETHERTYPE_VLAN: parse_vlan;
+            ETHERTYPE_IPV4: parse_ipv4;
+            ETHERTYPE_ARP:  parse_arp;
+            default: accept;
+        }
+    }
+
+    state parse_vlan {
+        pkt.extract(hdr.vlan);
+        transition select(hdr.vlan.ether_type) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            ETHERTYPE_ARP:  parse_arp;
+            default: accept;
+        }
+    }
+
+    state parse_arp {
+        pkt.extract(hdr.arp);
+        transition accept;
+    }
+
+    state parse_ipv4 {
+        pkt.extract(hdr.ipv4);
+        transition select(hdr.ipv4.ihl, hdr.ipv4.protocol) {
+            (5, IPPROTO_UDP): parse_udp;
+            default: accept;
+        }
+    }
+
+    state parse_udp {
+        pkt.extract(hdr.udp);
+        transition select(hdr.udp.dst_port) {
+            AGQ_UDP_PORT: parse_agq;
+            default: accept;
+        }
+    }
+
+    state parse_agq {
+        pkt.extract(hdr.agq);
+        transition accept;
+    }
+}
+
+/* Egress: the bridged header, then the same stack (no ARP: ARP replies are
+ * complete when they leave the ingress). */
+parser AgqEgressParser(packet_in pkt,
+                       out egress_headers_t hdr,
+                       out egress_metadata_t md,
+                       out egress_intrinsic_metadata_t eg_intr_md) {
+    state start {
+        pkt.extract(eg_intr_md);
+        md.rid = 0;
+        md.res_mask = 0;
+        pkt.extract(hdr.bridge);
+        transition select(hdr.bridge.kind) {
+            BRIDGE_PLAIN: accept;          /* ordinary traffic: nothing to rewrite */
+            default: parse_ethernet;
+        }
+    }
+
+    state parse_ethernet {
+        pkt.extract(hdr.ethernet);
+        transition select(hdr.ethernet.ether_type) {
+            ETHERTYPE_VLAN: parse_vlan;
+            ETHERTYPE_IPV4: parse_ipv4;
+            default: accept;
+        }
+    }
+
+    state parse_vlan {
+        pkt.extract(hdr.vlan);
+        transition select(hdr.vlan.ether_type) {
+            ETHERTYPE_IPV4: parse_ipv4;
+            default: accept;
+        }
+    }
+
+    state parse_ipv4 {
+        pkt.extract(hdr.ipv4);
+        transition select(hdr.ipv4.protocol) {
+            IPPROTO_UDP: parse_udp;
+            default: accept;
+        }
+    }
+
+    state parse_udp {
+        pkt.extract(hdr.udp);
+        transition select(hdr.udp.dst_port) {
+            AGQ_UDP_PORT: parse_agq;
+            default: accept;
+        }
+    }
+
+    state parse_agq {
+        pkt.extract(hdr.agq);
+        transition accept;
+    }
+}
