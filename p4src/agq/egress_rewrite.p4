@@ -3,9 +3,8 @@
  *
  *   S0 extract_t(win_end)      lane_k >>= 4(8 - win_end): the window
  *                              right-aligned (generated, one action per shift)
- *      egress_rewrite_t(rid)   destination MAC, IPv4 and worker_id of this
- *                              replica (rid = eg_intr_md.egress_rid for
- *                              multicast, the bridged rid for unicast)
+ *      egress_worker_t(job_id, egress_rid)  destination MAC, IPv4 and
+ *                              worker_id (= rid) of a multicast replica
  *   S1 lane_k &= result_mask  (low W bits, grant_t, bridged)
  * The IPv4 checksum is recomputed by the egress deparser. */
 
@@ -19,25 +18,30 @@ control EgressRewrite(inout egress_headers_t hdr,
 #define LANE_RES_MASK(L) hdr.agq.lane##L = hdr.agq.lane##L & hdr.bridge.result_mask;
     action lanes_res_mask() { AGQ_LANES_FOR_EACH(LANE_RES_MASK) }
 
-    action rewrite(bit<48> dst_mac, bit<32> dst_ipv4, bit<8> worker_id) {
-        hdr.ethernet.dst_addr = dst_mac;
-        hdr.ipv4.dst_addr = dst_ipv4;
-        hdr.agq.worker_id = worker_id;
+    /* The C++ pipeline's egress_worker_t: (job_id, rid = worker_id) -> the
+     * replica's destination; worker_id = rid. */
+    action set_worker(bit<48> mac, bit<32> ipv4) {
+        hdr.ethernet.dst_addr = mac;
+        hdr.ipv4.dst_addr = ipv4;
+        hdr.agq.worker_id = eg_intr_md.egress_rid[7:0];
     }
 
-    table egress_rewrite_t {
-        key = { md.rid : exact; }
-        actions = { rewrite; @defaultonly NoAction; }
+    table egress_worker_t {
+        key = {
+            hdr.agq.job_id        : exact;
+            eg_intr_md.egress_rid : exact;
+        }
+        actions = { set_worker; @defaultonly NoAction; }
         const default_action = NoAction;
-        size = AGQ_MAX_JOBS * 33;      /* every worker and the PS of every job */
+        size = AGQ_MAX_JOBS * 32;
     }
 
     apply {
-        if (hdr.bridge.kind != BRIDGE_PLAIN && hdr.agq.isValid()) {
-            if (eg_intr_md.egress_rid != 0) { md.rid = eg_intr_md.egress_rid; }
-            else                            { md.rid = hdr.bridge.rid; }
-            egress_rewrite_t.apply();
-            if (hdr.bridge.kind == BRIDGE_RESULT) {
+        if (hdr.agq.isValid()) {
+            if (hdr.bridge.kind == BRIDGE_RESULT_MCAST || hdr.bridge.kind == BRIDGE_AGQ_MCAST) {
+                egress_worker_t.apply();
+            }
+            if (hdr.bridge.kind == BRIDGE_RESULT_MCAST || hdr.bridge.kind == BRIDGE_RESULT_UCAST) {
                 extract_t.apply();
                 lanes_res_mask();
             }

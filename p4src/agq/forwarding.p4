@@ -110,7 +110,11 @@ control Forwarding(inout ingress_headers_t hdr,
     }
 }
 
-/* Traffic-manager settings and header fields of every agq verdict. */
+/* Traffic-manager settings and header fields of every agq verdict: the
+ * C++ pipeline's agq_forward_t (drop_invalid, drop_absorbed, drop_duplicate,
+ * result_multicast, result_to_ps, result_resend, fallback_to_ps,
+ * ps_result_multicast, ps_result_unicast). Multicast replicas get their
+ * destination in the egress (egress_worker_t); unicast packets here. */
 control AgqForward(inout ingress_headers_t hdr,
                    inout ingress_metadata_t md,
                    in ingress_intrinsic_metadata_t ig_intr_md,
@@ -119,45 +123,61 @@ control AgqForward(inout ingress_headers_t hdr,
 
     action result_fields() {
         hdr.agq.type = AGQ_TYPE_RESULT;
+        hdr.agq.width = (bit<8>)md.w << 2;
+        hdr.agq.pos = (bit<8>)md.pos;
         hdr.agq.guard = md.guard;
-        hdr.agq.flags = hdr.agq.flags & (AGQ_FLAG_VERSION | AGQ_FLAG_OVERFLOW);
-        hdr.bridge.kind = BRIDGE_RESULT;
         hdr.bridge.win_end = md.win_end;
         hdr.bridge.result_mask = md.result_mask;
         hdr.udp.checksum = 0;
     }
-    action drop() {
-        ig_dprsr_md.drop_ctl = 1;
+    action set_dst(bit<48> mac, bit<32> ipv4) {
+        hdr.ethernet.dst_addr = mac;
+        hdr.ipv4.dst_addr = ipv4;
     }
 
     apply {
         hdr.bridge.setValid();
         hdr.bridge.kind = BRIDGE_PLAIN;
         hdr.bridge.rid = 0;
+        hdr.bridge._pad = 0;
         if (md.verdict == V_RESUBMIT) {
             ig_dprsr_md.resubmit_type = AGQ_RESUBMIT_TYPE;    /* never with drop_ctl */
-        } else if (md.verdict == V_RESULT_MCAST) {
+        } else if (md.verdict == V_RESULT_MCAST) {             /* result_multicast */
             result_fields();
-            ig_tm_md.mcast_grp_a = md.mcast_grp;              /* rid per worker replica */
-        } else if (md.verdict == V_RESULT_PS) {
+            hdr.bridge.kind = BRIDGE_RESULT_MCAST;
+            ig_tm_md.mcast_grp_a = md.mcast_grp;               /* replica rid = worker_id */
+        } else if (md.verdict == V_RESULT_PS) {                /* result_to_ps */
             result_fields();
+            hdr.bridge.kind = BRIDGE_RESULT_UCAST;
+            set_dst(md.ps_mac, md.ps_ipv4);
             ig_tm_md.ucast_egress_port = md.ps_port;
-            hdr.bridge.rid = md.ps_rid;
-        } else if (md.verdict == V_RESULT_RESEND) {
+        } else if (md.verdict == V_RESULT_RESEND) {            /* result_resend: back, addresses swapped */
             result_fields();
-            ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;   /* = worker i's port */
-            hdr.bridge.rid = md.w_rid;
-        } else if (md.verdict == V_FALLBACK_DATA) {
+            hdr.agq.flags = hdr.agq.flags | AGQ_FLAG_RETRANSMIT;
+            hdr.bridge.kind = BRIDGE_RESULT_UCAST;
+            bit<48> mac = hdr.ethernet.dst_addr;
+            hdr.ethernet.dst_addr = hdr.ethernet.src_addr;
+            hdr.ethernet.src_addr = mac;
+            bit<32> ip = hdr.ipv4.dst_addr;
+            hdr.ipv4.dst_addr = hdr.ipv4.src_addr;
+            hdr.ipv4.src_addr = ip;
+            ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
+        } else if (md.verdict == V_FALLBACK_DATA) {            /* fallback_to_ps */
             hdr.agq.type = AGQ_TYPE_FALLBACK;
-            hdr.agq.flags = hdr.agq.flags | AGQ_FLAG_FALLBACK;
-            hdr.bridge.kind = BRIDGE_TO_PS;
-            hdr.bridge.rid = md.ps_rid;
+            hdr.bridge.kind = BRIDGE_AGQ_UCAST;
+            set_dst(md.ps_mac, md.ps_ipv4);
             ig_tm_md.ucast_egress_port = md.ps_port;
-        } else if (md.verdict == V_PS_RESULT) {
+        } else if (md.verdict == V_PS_RESULT) {                /* ps_result_multicast */
             hdr.agq.type = AGQ_TYPE_RESULT;
             hdr.agq.flags = hdr.agq.flags | AGQ_FLAG_FALLBACK;
-            hdr.bridge.kind = BRIDGE_PS_RESULT;
+            hdr.bridge.kind = BRIDGE_AGQ_MCAST;
             ig_tm_md.mcast_grp_a = md.mcast_grp;
+        } else if (md.verdict == V_PS_RESULT_UNICAST) {        /* ps_result_unicast */
+            hdr.agq.type = AGQ_TYPE_RESULT;
+            hdr.agq.flags = hdr.agq.flags | AGQ_FLAG_FALLBACK;
+            hdr.bridge.kind = BRIDGE_AGQ_UCAST;
+            set_dst(md.w_mac, md.w_ipv4);
+            ig_tm_md.ucast_egress_port = md.w_port;
         } else if (md.verdict == V_RECIRCULATE) {
             /* CAS failed (realloc) or the window was PENDING (re-aggregate):
              * the packet comes back on the recirculation port carrying its
@@ -165,7 +185,7 @@ control AgqForward(inout ingress_headers_t hdr,
             hdr.agq.reserved = md.recirc_mark ++ md.count;
             ig_tm_md.ucast_egress_port = AGQ_RECIRC_PORT;
         } else {
-            drop();                                           /* V_DROP, V_ABSORBED, V_DUPLICATE */
+            ig_dprsr_md.drop_ctl = 1;          /* drop_invalid, drop_absorbed, drop_duplicate */
         }
         if (md.verdict == V_RESULT_MCAST || md.verdict == V_RESULT_PS ||
             md.verdict == V_RESULT_RESEND) {

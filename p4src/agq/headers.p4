@@ -28,7 +28,7 @@ const bit<8> AGQ_FLAG_FALLBACK   = 0x08;
 #define AGQ_SLOTS 32768
 #endif
 #ifndef AGQ_MAX_JOBS
-#define AGQ_MAX_JOBS 1024
+#define AGQ_MAX_JOBS 4096     /* AgqProgram::kMaxJobs */
 #endif
 typedef bit<16> row_idx_t;
 typedef bit<16> slot_idx_t;
@@ -122,17 +122,18 @@ header agq_resubmit_h {      /* ResubmitMd of switch/pipeline/agq/ingress.hpp */
 /* Ingress -> egress (bridged in front of Ethernet for every packet that
  * leaves through the traffic manager). */
 header agq_bridge_h {
-    bit<8>  kind;          /* BRIDGE_PLAIN / BRIDGE_RESULT / BRIDGE_TO_PS / BRIDGE_UNICAST_RESULT */
-    bit<16> rid;           /* rewrite id for unicast packets (multicast: eg_intr_md.egress_rid) */
+    bit<8>  kind;          /* BRIDGE_* */
+    bit<16> rid;           /* unused (multicast replicas carry eg_intr_md.egress_rid = worker_id) */
     bit<4>  win_end;       /* result window: pos + w (extract_t key) */
     bit<4>  _pad;
     bit<32> result_mask;   /* low W bits (grant_t) */
 }
 
 const bit<8> BRIDGE_PLAIN          = 0;  /* ordinary switching: no rewrite */
-const bit<8> BRIDGE_RESULT         = 1;  /* RESULT: align lanes, rewrite per replica */
-const bit<8> BRIDGE_TO_PS          = 2;  /* FALLBACK_DATA or RESULT to the job's PS */
-const bit<8> BRIDGE_PS_RESULT      = 3;  /* PS_RESULT relayed as RESULT: rewrite only */
+const bit<8> BRIDGE_RESULT_MCAST   = 1;  /* RESULT: extract the window, rewrite per replica */
+const bit<8> BRIDGE_RESULT_UCAST   = 2;  /* RESULT to the PS / resend: extract only */
+const bit<8> BRIDGE_AGQ_MCAST      = 3;  /* PS_RESULT relayed to the workers: rewrite only */
+const bit<8> BRIDGE_AGQ_UCAST      = 4;  /* FALLBACK_DATA, PS_RESULT unicast: checksum only */
 
 const bit<8> AGQ_RESUBMIT_ALLOC = 1;
 const ResubmitType_t AGQ_RESUBMIT_TYPE = 1;   /* non-zero: see reference §3 on Tofino 1 */
@@ -154,7 +155,8 @@ const bit<8> V_ABSORBED        = 6;   /* consumed */
 const bit<8> V_DUPLICATE       = 7;   /* seen, pending: dropped */
 const bit<8> V_FALLBACK_DATA   = 8;   /* FALLBACK sequence: DATA to the PS unaggregated */
 const bit<8> V_PS_RESULT       = 9;   /* PS_RESULT: multicast to the job as RESULT */
-const bit<8> V_RECIRCULATE     = 10;  /* pass 2: row_occupancy CAS failed, redo pass 1 */
+const bit<8> V_RECIRCULATE     = 10;  /* CAS failed / window PENDING: come back */
+const bit<8> V_PS_RESULT_UNICAST = 11; /* PS_RESULT with RETRANSMIT: to worker_id only */
 
 /* agq_counters indices: the counter names of PROTOCOL.md §9. */
 const bit<8> C_AGQ_PACKETS          = 0;
@@ -212,13 +214,14 @@ struct ingress_metadata_t {
     bit<16>    mcast_grp;      /* PRE group of the job's workers */
     bit<1>     deliver_ps;     /* result delivery = ps */
     PortId_t   ps_port;
-    bit<16>    ps_rid;
+    bit<32>    ps_ipv4;
+    bit<48>    ps_mac;
     /* worker_t */
     bit<1>     worker_hit;
     PortId_t   w_port;
     bit<32>    w_ipv4;
     bit<32>    w_bit;          /* 1 << worker_id (constant shifts only: from the table) */
-    bit<16>    w_rid;
+    bit<48>    w_mac;
     /* indices */
     slot_idx_t slot_idx;
     row_idx_t  row_off;
@@ -272,8 +275,6 @@ struct egress_headers_t {
 }
 
 struct egress_metadata_t {
-    bit<16>  rid;
-    bit<32>  res_mask;
 }
 
 #endif

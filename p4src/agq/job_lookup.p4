@@ -15,7 +15,7 @@ control JobLookup(inout ingress_headers_t hdr,
     action job(bit<8> num_workers, bit<16> slots, slot_idx_t slot_base,
                row_idx_t row_base, bit<4> row_shift, bit<8> guard,
                bit<4> w_min_units, bit<4> max_units, bit<16> mcast_grp,
-               bit<1> deliver_ps, PortId_t ps_port, bit<16> ps_rid) {
+               bit<1> deliver_ps, PortId_t ps_port, bit<32> ps_ipv4, bit<48> ps_mac) {
         md.job_hit = 1;
         md.job_n = num_workers;
         md.job_slots = slots;
@@ -28,7 +28,8 @@ control JobLookup(inout ingress_headers_t hdr,
         md.mcast_grp = mcast_grp;
         md.deliver_ps = deliver_ps;
         md.ps_port = ps_port;
-        md.ps_rid = ps_rid;
+        md.ps_ipv4 = ps_ipv4;
+        md.ps_mac = ps_mac;
     }
 
     table job_t {
@@ -38,12 +39,12 @@ control JobLookup(inout ingress_headers_t hdr,
         size = AGQ_MAX_JOBS;
     }
 
-    action worker(PortId_t port, bit<32> ipv4, bit<32> bit_mask, bit<16> rid) {
+    action worker(bit<32> worker_bit, PortId_t port, bit<32> ipv4, bit<48> mac) {
         md.worker_hit = 1;
+        md.w_bit = worker_bit;
         md.w_port = port;
         md.w_ipv4 = ipv4;
-        md.w_bit = bit_mask;
-        md.w_rid = rid;
+        md.w_mac = mac;
     }
 
     table worker_t {
@@ -85,6 +86,9 @@ control JobCheck(inout ingress_headers_t hdr,
             /* From the job's PS only. */
             if (ig_intr_md.ingress_port != md.ps_port) {
                 md.verdict = V_DROP; md.ctr = C_DROPS_BAD_WORKER;
+            } else if ((hdr.agq.flags & AGQ_FLAG_RETRANSMIT) != 0) {
+                /* The PS answers one worker's retransmission: unicast. */
+                md.verdict = V_PS_RESULT_UNICAST; md.ctr = C_AGQ_PS_RESULTS;
             } else {
                 md.verdict = V_PS_RESULT; md.ctr = C_AGQ_PS_RESULTS;
             }

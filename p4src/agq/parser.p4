@@ -90,8 +90,6 @@ parser AgqEgressParser(packet_in pkt,
                        out egress_intrinsic_metadata_t eg_intr_md) {
     state start {
         pkt.extract(eg_intr_md);
-        md.rid = 0;
-        md.res_mask = 0;
         pkt.extract(hdr.bridge);
         transition select(hdr.bridge.kind) {
             BRIDGE_PLAIN: accept;          /* ordinary traffic: nothing to rewrite */
