@@ -22,6 +22,18 @@ struct WorkerSpec {
   proto::Mac mac{};        // destination MAC of its RESULTs
 };
 
+// Decision::drop_reason of the agq path (program-defined; above pipeline::DropReason).
+enum class AgqDrop : uint16_t {
+  None = 0,
+  Malformed = 0x100,  // ver != 1, type not DATA/PS_RESULT, n_lanes != 32
+  UnknownJob,
+  BadWorker,
+  BadSlot,
+  BadWidth,
+  Absorbed,   // not an error: a contribution consumed by its sequence
+  Duplicate,  // not an error: a retransmitted pending contribution
+};
+
 enum class ResultDelivery : uint8_t { Multicast, Ps };
 
 struct JobSpec {

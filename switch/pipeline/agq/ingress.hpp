@@ -12,17 +12,6 @@
 
 namespace agq::pipeline::agq {
 
-// Drop reasons of the agq path (program-defined; above pipeline::DropReason).
-enum class AgqDrop : uint16_t {
-  None = 0,
-  Malformed = 0x100,  // ver != 1, type not DATA/PS_RESULT, n_lanes != 32
-  UnknownJob,
-  BadWorker,
-  BadSlot,
-  BadWidth,
-  Absorbed,   // not an error: a contribution consumed by its sequence
-  Duplicate,  // not an error: a retransmitted pending contribution
-};
 
 // The resubmit header (<= 64 bits on Tofino 1): what pass 2 needs from pass 1.
 struct ResubmitMd {

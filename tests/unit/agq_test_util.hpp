@@ -1,0 +1,188 @@
+// Shared helpers of the agq pipeline tests: job specs with deterministic
+// addresses, DATA / PS_RESULT frames from a worker or the PS, one-call
+// send() through AgqProgram::process(), multicast replicas through egress(),
+// counters and register dumps.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "pipeline/agq/agq_program.hpp"
+#include "pipeline/agq/encoding.hpp"
+#include "pipeline/parser.hpp"
+#include "proto/agq.hpp"
+#include "proto/frame.hpp"
+#include "tna/pre.hpp"
+
+namespace agq::agq_test {
+
+using namespace agq::pipeline::agq;
+using proto::Agq;
+using proto::AgqType;
+using tna::Decision;
+
+inline constexpr tna::PortId kPsPort = 1;
+inline constexpr uint32_t kPsIp = 0x0A0000FE;  // 10.0.0.254
+inline const proto::Mac kPsMac = {0x02, 0, 0, 0, 0, 0xFE};
+
+// Worker w of job j: port 40 * j + w + 2, 10.j.0.(w+1).
+inline WorkerSpec worker_spec(uint16_t job, uint8_t w) {
+  WorkerSpec s;
+  s.worker_id = w;
+  s.port = tna::PortId(40 * job + w + 2);
+  s.ipv4 = 0x0A000000u | uint32_t(job & 0xFF) << 16 | uint32_t(w + 1);
+  s.mac = {0x02, 0x00, uint8_t(job >> 8), uint8_t(job), 0x00, uint8_t(w + 1)};
+  return s;
+}
+
+inline JobSpec job_spec(uint16_t job, uint8_t n, uint32_t slots, uint32_t rows,
+                        ResultDelivery delivery = ResultDelivery::Multicast, uint8_t max_width = 32) {
+  JobSpec j;
+  j.job_id = job;
+  j.num_workers = n;
+  for (uint8_t w = 0; w < n; ++w) j.workers.push_back(worker_spec(job, w));
+  j.slots = slots;
+  j.rows = rows;
+  j.delivery = delivery;
+  j.ps_port = kPsPort;
+  j.ps_ipv4 = kPsIp;
+  j.ps_mac = kPsMac;
+  j.max_width = max_width;
+  return j;
+}
+
+inline Agq data_pkt(const JobSpec& j, uint8_t w, uint16_t slot, uint8_t v, uint8_t req_width,
+                    const std::vector<uint32_t>& lanes, uint32_t seq = 0, uint8_t flags = 0) {
+  Agq a;
+  a.type = AgqType::Data;
+  a.flags = uint8_t((v & 1) | flags);
+  a.job_id = j.job_id;
+  a.worker_id = w;
+  a.num_workers = j.num_workers;
+  a.slot = slot;
+  a.seq = seq;
+  a.req_width = req_width;
+  for (std::size_t k = 0; k < lanes.size() && k < a.lanes.size(); ++k) a.lanes[k] = lanes[k];
+  return a;
+}
+
+// A frame from worker `w` of `j` (to the PS address, as workers send it).
+inline std::vector<uint8_t> worker_frame(const JobSpec& j, uint8_t w, const Agq& a) {
+  const WorkerSpec& ws = j.workers.at(w);
+  proto::UdpFrameSpec f;
+  f.src_mac = ws.mac;
+  f.dst_mac = kPsMac;
+  f.src_ip = ws.ipv4;
+  f.dst_ip = kPsIp;
+  f.src_port = proto::kAgqPort;
+  f.dst_port = proto::kAgqPort;
+  uint8_t payload[Agq::kLen];
+  a.encode(payload);
+  return proto::build_udp_frame(f, payload);
+}
+inline std::vector<uint8_t> ps_frame(const Agq& a) {
+  proto::UdpFrameSpec f;
+  f.src_mac = kPsMac;
+  f.dst_mac = {0x01, 0, 0x5e, 0, 0, 1};
+  f.src_ip = kPsIp;
+  f.dst_ip = 0x0A000001;
+  f.src_port = proto::kAgqPort;
+  f.dst_port = proto::kAgqPort;
+  uint8_t payload[Agq::kLen];
+  a.encode(payload);
+  return proto::build_udp_frame(f, payload);
+}
+
+struct Out {
+  Decision decision;
+  std::vector<uint8_t> bytes;
+  pipeline::Headers hdr;  // parsed `bytes`
+  bool parsed = false;
+};
+struct Replica {
+  tna::PortId port;
+  uint16_t rid;
+  std::vector<uint8_t> bytes;
+  pipeline::Headers hdr;
+};
+
+inline Out parse_out(Decision d, std::vector<uint8_t> bytes) {
+  Out o{d, std::move(bytes), {}, false};
+  o.parsed = pipeline::parse(o.bytes, o.hdr) == pipeline::ParserError::None && o.hdr.agq_valid;
+  return o;
+}
+
+inline bool is_unicast(const Decision& d, tna::PortId p) {
+  return d.kind == Decision::Kind::Unicast && d.port == p;
+}
+inline bool is_drop(const Decision& d, AgqDrop r) {
+  return d.kind == Decision::Kind::Drop && d.drop_reason == uint16_t(r);
+}
+
+// The expected RESULT lane: sum of the contributions at the granted width.
+inline uint32_t expected_lane(const std::vector<uint32_t>& us, unsigned req, unsigned width, unsigned g) {
+  uint32_t s = 0;
+  for (uint32_t u : us) s += contribution(u, req, width, g);
+  return s;
+}
+
+class AgqFixture : public ::testing::Test {
+ public:
+  explicit AgqFixture(AgqConfig cfg = {64, 256}) : prog(cfg, pipeline::ForwardingConfig{}, pre) {}
+
+  void add(const JobSpec& j) {
+    const auto err = prog.add_job(j);
+    ASSERT_FALSE(err.has_value()) << *err;
+  }
+  Out send_frame(std::vector<uint8_t> f, tna::PortId port) {
+    tna::IngressIntrinsicMd md;
+    md.ingress_port = port;
+    const Decision d = prog.process(f, md);
+    return parse_out(d, std::move(f));
+  }
+  Out send(const JobSpec& j, const Agq& a) { return send_frame(worker_frame(j, a.worker_id, a), j.workers.at(a.worker_id).port); }
+  Out send_ps(const Agq& a) { return send_frame(ps_frame(a), kPsPort); }
+
+  // The replicas a multicast decision turns into, each through egress().
+  std::vector<Replica> replicas(const Out& o) {
+    std::vector<Replica> out;
+    if (o.decision.kind != Decision::Kind::Multicast) return out;
+    for (const tna::Replica& r : pre.members(o.decision.group)) {
+      Replica rep{r.port, r.rid, o.bytes, {}};
+      prog.egress(rep.bytes, r.port, r.rid);
+      EXPECT_EQ(pipeline::parse(rep.bytes, rep.hdr), pipeline::ParserError::None);
+      out.push_back(std::move(rep));
+    }
+    return out;
+  }
+
+  uint64_t counter(std::string_view name) const {
+    uint64_t v = ~0ull;
+    prog.visit_counters([&](std::string_view n, uint64_t x) {
+      if (n == name) v = x;
+    });
+    EXPECT_NE(v, ~0ull) << "no counter " << name;
+    return v;
+  }
+  // Every register cell of every row (and the slots of each row's job).
+  std::vector<std::pair<std::string, uint64_t>> dump_all() const {
+    std::vector<std::pair<std::string, uint64_t>> all;
+    for (uint32_t r = 0; r < prog.aggregator_count(); ++r)
+      for (auto& c : prog.dump_aggregator(r)) all.push_back(c);
+    return all;
+  }
+  uint64_t cell(uint32_t row, const std::string& name) const {
+    for (auto& [n, v] : prog.dump_aggregator(row))
+      if (n == name) return v;
+    ADD_FAILURE() << "no cell " << name << " in row " << row;
+    return 0;
+  }
+
+  tna::ReplicationEngine pre;
+  AgqProgram prog;
+};
+
+}  // namespace agq::agq_test
