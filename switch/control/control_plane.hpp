@@ -25,6 +25,15 @@ struct PortStatsRow {
   uint64_t rx_packets, rx_bytes, tx_packets, tx_bytes, rx_dropped, tx_dropped;
 };
 
+enum class SimDirection : uint8_t { Rx, Tx };
+
+// The drop simulator's state on one port.
+struct SimDropRow {
+  tna::PortId port;
+  double rx_probability, tx_probability;
+  uint64_t rx_drops, tx_drops;  // since start or the last 'clear ports'
+};
+
 // What the control plane may see of the dataplane; implemented by it.
 class DataplaneView {
  public:
@@ -33,6 +42,11 @@ class DataplaneView {
   virtual void clear_port_stats() = 0;
   // Dataplane counters (tx drops, clones, idle sleeps...), stable order.
   virtual void visit_counters(const tna::CounterVisitor& v) = 0;
+  // Drop simulator: packets of `port` are dropped with `probability`
+  // (0..1, validated by the caller) right after rx / right before tx.
+  // Takes effect on the lcores' next packet; no lock.
+  virtual void set_sim_drop(tna::PortId port, SimDirection dir, double probability) = 0;
+  virtual SimDropRow sim_drop(tna::PortId port) = 0;
 };
 
 class ControlPlane {

@@ -25,7 +25,9 @@ struct alignas(64) LcoreCounters {
   Counter tx;              // packets (and replicas) handed to the NIC
   Counter tx_dropped;      // refused by a full tx queue (tx buffer error callback)
   Counter clones;          // multicast replicas made with rte_pktmbuf_clone
-  Counter clone_failures;  // replicas lost because the clone pool was empty
+  Counter copies;          // replicas copied for a program's egress rewrite
+  Counter clone_failures;  // replicas lost because their pool was empty
+  Counter replica_overflow;  // replicas beyond SwitchDataplane::kMaxReplicas
   Counter program_drops;   // Decision::Drop (the program counts the reason)
   Counter multiseg_drops;  // multi-segment mbufs that could not be linearized
   Counter bad_port_drops;  // unicast/multicast to a port that does not exist
@@ -37,7 +39,9 @@ struct alignas(64) LcoreCounters {
     fn("tx", tx.get());
     fn("tx_dropped", tx_dropped.get());
     fn("clones", clones.get());
+    fn("copies", copies.get());
     fn("clone_failures", clone_failures.get());
+    fn("replica_overflow", replica_overflow.get());
     fn("program_drops", program_drops.get());
     fn("multiseg_drops", multiseg_drops.get());
     fn("bad_port_drops", bad_port_drops.get());

@@ -6,6 +6,7 @@
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
 #include <rte_prefetch.h>
+#include <rte_cycles.h>
 #include <sys/prctl.h>
 
 #include <array>
@@ -20,10 +21,19 @@
 namespace agq::dataplane {
 
 struct SwitchDataplane::Lcore {
+  explicit Lcore(unsigned id, uint16_t nports)
+      : lcore_id(id), rng(rte_rdtsc() ^ (uint64_t(id) << 48)), sim_drops(new Counter[size_t(nports) * 2]) {}
+
   LcoreCounters counters;
   unsigned lcore_id = 0;
   std::vector<uint16_t> rx_ports;
   std::unique_ptr<TxPort[]> tx;  // by port id
+  XorShift64 rng;                           // drop simulator decisions
+  std::unique_ptr<Counter[]> sim_drops;     // DropSim::index(port, dir)
+  // Scratch for one multicast decision, here rather than on the stack so
+  // that nothing is initialised or allocated per packet.
+  std::array<tna::Replica, kMaxReplicas> replicas;
+  std::array<rte_mbuf*, kMaxReplicas> copies;
 
   void flush_all(uint16_t nports) {
     for (uint16_t p = 0; p < nports; ++p) tx[p].flush();
@@ -32,7 +42,8 @@ struct SwitchDataplane::Lcore {
 
 SwitchDataplane::SwitchDataplane(Ports& ports, tna::Program& program,
                                  const tna::ReplicationEngine& pre, LoopOptions opt)
-    : ports_(ports), program_(program), pre_(pre), opt_(opt) {
+    : ports_(ports), program_(program), pre_(pre), opt_(opt), egress_(program.has_egress()),
+      drop_sim_(ports.count()) {
   if (opt_.burst == 0 || opt_.burst > kMaxBurst)
     throw std::runtime_error("burst must be 1.." + std::to_string(kMaxBurst));
   const uint16_t nports = ports_.count();
@@ -48,9 +59,8 @@ SwitchDataplane::SwitchDataplane(Ports& ports, tna::Program& program,
 void SwitchDataplane::setup(uint16_t nports) {
   unsigned lcore_id;
   RTE_LCORE_FOREACH(lcore_id) {
-    lcores_.push_back(std::make_unique<Lcore>());
+    lcores_.push_back(std::make_unique<Lcore>(lcore_id, nports));
     Lcore* c = lcores_.back().get();
-    c->lcore_id = lcore_id;
     c->tx = std::make_unique<TxPort[]>(nports);
     const unsigned index = static_cast<unsigned>(lcores_.size() - 1);
     for (uint16_t p = 0; p < nports; ++p) {
@@ -106,9 +116,10 @@ int SwitchDataplane::loop(Lcore& c) {
   while (!stop_->load(std::memory_order_relaxed)) {
     uint64_t got = 0;
     for (uint16_t in : c.rx_ports) {
-      const uint16_t n = rte_eth_rx_burst(in, 0, pkts.data(), opt_.burst);
+      uint16_t n = rte_eth_rx_burst(in, 0, pkts.data(), opt_.burst);
       if (n == 0) continue;
       got += n;
+      n = sim_drop_rx(c, in, pkts.data(), n);
       // One stamp per burst: every packet of it was dequeued by this call,
       // and a clock read per packet would cost ~20 ns each.
       const uint64_t now = static_cast<uint64_t>(
@@ -143,16 +154,22 @@ void SwitchDataplane::handle(Lcore& c, uint16_t in_port, rte_mbuf* m, uint64_t n
   tna::IngressIntrinsicMd md;
   md.ingress_port = in_port;
   md.ingress_mac_tstamp_ns = now_ns;
-  std::array<tna::PortId, RTE_MAX_ETHPORTS> out;
   unsigned n_out = 0;
   tna::Decision d;
   {
     std::lock_guard g(program_.lock());
     d = program_.process(std::span<uint8_t>(rte_pktmbuf_mtod(m, uint8_t*), m->data_len), md);
-    // Copy the members while the lock keeps the control plane out of the PRE.
+    // Copy the replicas while the lock keeps the control plane out of the
+    // PRE; members() is a reference into the group, no allocation.
     if (d.kind == tna::Decision::Kind::Multicast)
-      for (tna::PortId p : pre_.member_ports(d.group))
-        if (p != d.exclude_port && n_out < out.size()) out[n_out++] = p;
+      for (const tna::Replica& r : pre_.members(d.group)) {
+        if (r.port == d.exclude_port) continue;
+        if (n_out == kMaxReplicas) {
+          c.counters.replica_overflow.add(1);
+          continue;
+        }
+        c.replicas[n_out++] = r;
+      }
   }
   switch (d.kind) {
     case tna::Decision::Kind::Drop:
@@ -165,25 +182,30 @@ void SwitchDataplane::handle(Lcore& c, uint16_t in_port, rte_mbuf* m, uint64_t n
         rte_pktmbuf_free(m);
         return;
       }
-      c.tx[d.port].send(m);
+      transmit(c, d.port, m);
       return;
     case tna::Decision::Kind::Multicast:
-      replicate(c, m, out.data(), n_out);
+      replicate(c, m, n_out);
       return;
   }
   rte_pktmbuf_free(m);  // unreachable with a valid Kind
 }
 
-void SwitchDataplane::replicate(Lcore& c, rte_mbuf* m, tna::PortId* out, unsigned n) {
+void SwitchDataplane::replicate(Lcore& c, rte_mbuf* m, unsigned n) {
+  auto& reps = c.replicas;
   unsigned valid = 0;
   for (unsigned i = 0; i < n; ++i) {
-    if (out[i] < ports_.count())
-      out[valid++] = out[i];
+    if (reps[i].port < ports_.count())
+      reps[valid++] = reps[i];
     else
       c.counters.bad_port_drops.add(1);
   }
   if (valid == 0) {  // e.g. a flood from the only port
     rte_pktmbuf_free(m);
+    return;
+  }
+  if (egress_) {
+    replicate_with_egress(c, m, valid);
     return;
   }
   // Replicas are indirect mbufs sharing the (already deparsed) data: every
@@ -195,9 +217,67 @@ void SwitchDataplane::replicate(Lcore& c, rte_mbuf* m, tna::PortId* out, unsigne
       continue;
     }
     c.counters.clones.add(1);
-    c.tx[out[i]].send(r);
+    transmit(c, reps[i].port, r);
   }
-  c.tx[out[valid - 1]].send(m);  // the original goes to the last member
+  transmit(c, reps[valid - 1].port, m);  // the original goes to the last member
+}
+
+void SwitchDataplane::replicate_with_egress(Lcore& c, rte_mbuf* m, unsigned n) {
+  auto& reps = c.replicas;
+  auto& bufs = c.copies;
+  // Every replica gets bytes of its own because egress rewrites them (agq:
+  // destination MAC/IP and worker_id per worker). Copies are made before any
+  // egress runs, from the untouched deparsed bytes, and outside the lock.
+  unsigned k = 0;
+  for (unsigned i = 0; i + 1 < n; ++i) {
+    rte_mbuf* r = rte_pktmbuf_copy(m, ports_.pool(), 0, UINT32_MAX);
+    if (r && r->nb_segs != 1) {  // cannot happen from a linear mbuf of the same pool; never rewrite a chain
+      rte_pktmbuf_free(r);
+      r = nullptr;
+    }
+    if (!r) {
+      c.counters.clone_failures.add(1);
+      continue;
+    }
+    c.counters.copies.add(1);
+    reps[k] = reps[i];
+    bufs[k++] = r;
+  }
+  reps[k] = reps[n - 1];
+  bufs[k++] = m;  // the original is the last replica's copy
+  {
+    std::lock_guard g(program_.lock());
+    for (unsigned i = 0; i < k; ++i)
+      program_.egress(std::span<uint8_t>(rte_pktmbuf_mtod(bufs[i], uint8_t*), bufs[i]->data_len), reps[i].port,
+                      reps[i].rid);
+  }
+  for (unsigned i = 0; i < k; ++i) transmit(c, reps[i].port, bufs[i]);
+}
+
+uint16_t SwitchDataplane::sim_drop_rx(Lcore& c, uint16_t port, rte_mbuf** pkts, uint16_t n) {
+  const uint64_t t = drop_sim_.threshold(port, SimDir::Rx);
+  if (t == 0) return n;  // the common case: one relaxed load per burst
+  uint16_t kept = 0;
+  for (uint16_t i = 0; i < n; ++i) {
+    if (c.rng.drop(t)) {
+      c.sim_drops[DropSim::index(port, SimDir::Rx)].add(1);
+      rte_pktmbuf_free(pkts[i]);
+    } else {
+      pkts[kept++] = pkts[i];
+    }
+  }
+  return kept;
+}
+
+// Every packet and replica leaves through here: the drop simulator's tx side,
+// then the lcore's tx buffer of that port.
+void SwitchDataplane::transmit(Lcore& c, uint16_t port, rte_mbuf* m) {
+  if (c.rng.drop(drop_sim_.threshold(port, SimDir::Tx))) {
+    c.sim_drops[DropSim::index(port, SimDir::Tx)].add(1);
+    rte_pktmbuf_free(m);
+    return;
+  }
+  c.tx[port].send(m);
 }
 
 std::vector<std::pair<unsigned, std::vector<uint16_t>>> SwitchDataplane::rx_assignment() const {
@@ -216,6 +296,13 @@ std::vector<std::pair<std::string, uint64_t>> SwitchDataplane::totals() const {
     });
   }
   return sum;
+}
+
+uint64_t SwitchDataplane::sim_drops(uint16_t port, SimDir d) const {
+  uint64_t n = 0;
+  if (port >= ports_.count()) return 0;
+  for (const auto& c : lcores_) n += c->sim_drops[DropSim::index(port, d)].get();
+  return n;
 }
 
 uint64_t SwitchDataplane::tx_dropped(uint16_t port) const {

@@ -40,6 +40,24 @@ void SwitchView::clear_port_stats() {
   base_ = dp_.totals();
   tx_dropped_base_.assign(ports_.count(), 0);
   for (uint16_t p = 0; p < ports_.count(); ++p) tx_dropped_base_[p] = dp_.tx_dropped(p);
+  sim_base_.assign(size_t(ports_.count()) * 2, 0);
+  for (uint16_t p = 0; p < ports_.count(); ++p)
+    for (SimDir d : {SimDir::Rx, SimDir::Tx}) sim_base_[DropSim::index(p, d)] = dp_.sim_drops(p, d);
+}
+
+uint64_t SwitchView::sim_drops(uint16_t port, SimDir d) const {
+  const size_t i = DropSim::index(port, d);
+  return dp_.sim_drops(port, d) - (i < sim_base_.size() ? sim_base_[i] : 0);
+}
+
+void SwitchView::set_sim_drop(tna::PortId port, control::SimDirection dir, double probability) {
+  dp_.drop_sim().set(port, dir == control::SimDirection::Rx ? SimDir::Rx : SimDir::Tx, probability);
+}
+
+control::SimDropRow SwitchView::sim_drop(tna::PortId port) {
+  const DropSim& s = dp_.drop_sim();
+  return {port, s.get(port, SimDir::Rx), s.get(port, SimDir::Tx), sim_drops(port, SimDir::Rx),
+          sim_drops(port, SimDir::Tx)};
 }
 
 void SwitchView::visit_counters(const tna::CounterVisitor& v) {
@@ -47,6 +65,11 @@ void SwitchView::visit_counters(const tna::CounterVisitor& v) {
   for (size_t i = 0; i < totals.size(); ++i) {
     const uint64_t base = i < base_.size() ? base_[i].second : 0;
     v("dp." + totals[i].first, totals[i].second - base);
+  }
+  for (uint16_t p = 0; p < ports_.count(); ++p) {
+    const std::string prefix = "dp.sim_drops." + std::to_string(p);
+    v(prefix + ".rx", sim_drops(p, SimDir::Rx));
+    v(prefix + ".tx", sim_drops(p, SimDir::Tx));
   }
 }
 

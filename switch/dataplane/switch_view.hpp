@@ -14,7 +14,7 @@ namespace agq::dataplane {
 
 class SwitchView final : public control::DataplaneView {
  public:
-  SwitchView(const Ports& ports, const SwitchDataplane& dp) : ports_(ports), dp_(dp) {}
+  SwitchView(const Ports& ports, SwitchDataplane& dp) : ports_(ports), dp_(dp) {}
 
   // rx/tx from rte_eth_stats_get; rx_dropped = imissed + ierrors + rx_nombuf;
   // tx_dropped = oerrors + the lcores' tx-buffer drops on that port.
@@ -24,13 +24,18 @@ class SwitchView final : public control::DataplaneView {
   // on read).
   void clear_port_stats() override;
   // "dp.rx", "dp.tx", "dp.tx_dropped", ... (LcoreCounters::for_each order).
+  // ... then "dp.sim_drops.<port>.rx" and ".tx" for every port.
   void visit_counters(const tna::CounterVisitor& v) override;
+  void set_sim_drop(tna::PortId port, control::SimDirection dir, double probability) override;
+  control::SimDropRow sim_drop(tna::PortId port) override;
 
  private:
   const Ports& ports_;
-  const SwitchDataplane& dp_;
+  SwitchDataplane& dp_;
   std::vector<std::pair<std::string, uint64_t>> base_;  // totals at the last clear
   std::vector<uint64_t> tx_dropped_base_;                // per port
+  std::vector<uint64_t> sim_base_;                       // per DropSim::index
+  uint64_t sim_drops(uint16_t port, SimDir d) const;      // minus the baseline
 };
 
 // A fixed-width table of port_stats(), one port per line, for the final report.

@@ -44,7 +44,12 @@ class FakeView : public DataplaneView {
     v("dp_tx_dropped", 42);
     v("dp_idle_sleeps", 7);
   }
+  void set_sim_drop(tna::PortId port, SimDirection dir, double p) override {
+    (dir == SimDirection::Rx ? sim_rx : sim_tx)[port] = p;
+  }
+  SimDropRow sim_drop(tna::PortId port) override { return {port, sim_rx[port], sim_tx[port], 5u + port, 0}; }
   bool cleared = false;
+  double sim_rx[3] = {}, sim_tx[3] = {};
 };
 
 uint64_t now_ns() {
