@@ -11,17 +11,26 @@
 #include <string>
 #include <vector>
 
+#include "control/command_util.hpp"
 #include "control/control_plane.hpp"
 #include "control/text.hpp"
 #include "proto/headers.hpp"
 
 namespace agq::control {
-namespace {
 
-struct CommandError {
-  std::string message;
-  std::string usage;  // empty: no usage line
-};
+tna::PortId existing_port(DataplaneView& dp, const std::string& s, const char* usage) {
+  auto p = parse_uint(s);
+  if (!p) throw CommandError{"'" + s + "' is not a port number", usage};
+  const size_t n = dp.port_stats().size();
+  if (*p >= n)
+    throw CommandError{"port " + s + " does not exist (" +
+                           (n == 0 ? std::string("no ports") : std::to_string(n) + " ports: 0.." + std::to_string(n - 1)) +
+                           ")",
+                       usage};
+  return tna::PortId(*p);
+}
+
+namespace {
 
 constexpr const char* kUsageClear = "clear counters | clear state | clear ports";
 constexpr const char* kUsageDump = "dump <aggregator> [count]";
@@ -47,7 +56,15 @@ constexpr const char* kHelp =
     "mac list                    list the MAC table, static and learned with age\n"
     "arp add <ip> <mac>          answer ARP requests for <ip> with <mac>\n"
     "arp del <ip>                remove it\n"
-    "arp list                    list the ARP proxy entries\n";
+    "arp list                    list the ARP proxy entries\n"
+    "job list                    list the agq jobs (in 'job add' syntax)\n"
+    "job add <id> workers=<n> slots=<s> rows=<r> [delivery=multicast|ps]\n"
+    "        [ps=<port>,<ip>,<mac>] [max_width=<bits>] worker=<id>,<port>,<ip>,<mac> ...\n"
+    "                            register an agq job (pipeline agq)\n"
+    "job del <id>                remove it and clear its registers\n"
+    "drop <port> <rx|tx> <p>     drop simulator: drop packets with probability p (0..1)\n"
+    "drop list                   drop probabilities and simulated drops per port\n"
+    "drop clear                  set every drop probability to 0\n";
 
 std::vector<std::string> split(const std::string& line) {
   std::istringstream in(line);
@@ -61,33 +78,6 @@ uint64_t now_ns() {
                       std::chrono::steady_clock::now().time_since_epoch())
                       .count());
 }
-
-// Left-aligned columns separated by two spaces; the first row is the header.
-class Columns {
- public:
-  void row(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
-  std::string render() const {
-    std::vector<size_t> width;
-    for (const auto& r : rows_)
-      for (size_t i = 0; i < r.size(); ++i) {
-        if (width.size() <= i) width.push_back(0);
-        width[i] = std::max(width[i], r[i].size());
-      }
-    std::string out;
-    for (const auto& r : rows_) {
-      std::string line;
-      for (size_t i = 0; i < r.size(); ++i) {
-        line += r[i];
-        if (i + 1 < r.size()) line += std::string(width[i] - r[i].size() + 2, ' ');
-      }
-      out += line + "\n";
-    }
-    return out;
-  }
-
- private:
-  std::vector<std::vector<std::string>> rows_;
-};
 
 class Interpreter {
  public:
@@ -112,13 +102,14 @@ class Interpreter {
     if (cmd == "route") return route(w);
     if (cmd == "mac") return mac(w);
     if (cmd == "arp") return arp(w);
+    if (cmd == "job") return job_command(prog_, dp_, w);
+    if (cmd == "drop") return drop_command(dp_, w);
     throw CommandError{"unknown command '" + cmd + "' (try 'help')", ""};
   }
 
  private:
   static void args(const std::vector<std::string>& w, size_t lo, size_t hi, const char* usage) {
-    if (w.size() < lo || w.size() > hi)
-      throw CommandError{w.size() < lo ? "missing arguments" : "too many arguments", usage};
+    check_arg_count(w, lo, hi, usage);
   }
 
   static uint32_t ip_arg(const std::string& s, const char* usage) {
@@ -133,17 +124,7 @@ class Interpreter {
     return *m;
   }
 
-  tna::PortId port_arg(const std::string& s, const char* usage) {
-    auto p = parse_uint(s);
-    if (!p) throw CommandError{"'" + s + "' is not a port number", usage};
-    const size_t n = dp_.port_stats().size();
-    if (*p >= n)
-      throw CommandError{"port " + s + " does not exist (" +
-                             (n == 0 ? std::string("no ports") : std::to_string(n) + " ports: 0.." + std::to_string(n - 1)) +
-                             ")",
-                         usage};
-    return tna::PortId(*p);
-  }
+  tna::PortId port_arg(const std::string& s, const char* usage) { return existing_port(dp_, s, usage); }
 
   std::string ports() {
     Columns t;

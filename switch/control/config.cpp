@@ -16,35 +16,11 @@
 #include <string_view>
 #include <toml++/toml.h>
 
+#include "control/config_reader.hpp"
 #include "control/text.hpp"
 
 namespace agq::control {
 namespace {
-
-const char* type_name(const toml::node& n) {
-  switch (n.type()) {
-    case toml::node_type::table: return "a table";
-    case toml::node_type::array: return "an array";
-    case toml::node_type::string: return "a string";
-    case toml::node_type::integer: return "an integer";
-    case toml::node_type::floating_point: return "a float";
-    case toml::node_type::boolean: return "a boolean";
-    case toml::node_type::date: return "a date";
-    case toml::node_type::time: return "a time";
-    case toml::node_type::date_time: return "a date-time";
-    case toml::node_type::none: break;
-  }
-  return "nothing";
-}
-
-int line_of(const toml::source_region& r) { return r.begin.line > 0 ? int(r.begin.line) : 1; }
-int line_of(const toml::node& n) { return line_of(n.source()); }
-
-std::string join(std::initializer_list<std::string_view> names) {
-  std::string s;
-  for (auto n : names) s += (s.empty() ? "" : ", ") + std::string(n);
-  return s;
-}
 
 std::string read_file(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -87,126 +63,36 @@ std::string printable(std::string_view s) {
   return out;
 }
 
-class Loader {
+class Loader : public TomlReader {
  public:
-  explicit Loader(SwitchConfig& cfg) : cfg_(cfg) {}
+  explicit Loader(SwitchConfig& cfg) : TomlReader(cfg) {}
 
   void load(const toml::table& root) {
-    check_keys(root, "", {"switch", "classic", "l2", "route", "mac", "arp_proxy"});
+    check_keys(root, "", {"switch", "classic", "agq", "job", "l2", "route", "mac", "arp_proxy"});
     if (auto* t = table_at(root, "switch")) load_switch(*t);
     if (auto* t = table_at(root, "l2")) load_l2(*t);
     const toml::table* classic = table_at(root, "classic");
     if (cfg_.pipeline == "classic") {
       if (!classic) fail(pipeline_line_, "classic", "missing section [classic] (pipeline \"classic\" needs it)");
       load_classic(*classic);
+    } else if (classic) {
+      fail(line_of(*classic), "classic", "section [classic] is for pipeline \"classic\" (switch.pipeline is \"" +
+                                             cfg_.pipeline + "\", line " + std::to_string(pipeline_line_) + ")");
     }
+    load_agq_sections(*this, root, cfg_);
     load_routes(root);
     load_macs(root);
     load_arp_proxy(root);
   }
 
  private:
-  [[noreturn]] void fail(int line, const std::string& field, const std::string& what) const {
-    throw ConfigError(cfg_.path + ":" + std::to_string(line) + ": " + field + ": " + what);
-  }
-
-  // Every key of `t` must be one of `known`; `section` prefixes field names.
-  void check_keys(const toml::table& t, std::string_view section,
-                  std::initializer_list<std::string_view> known) const {
-    for (auto&& [k, v] : t) {
-      bool ok = false;
-      for (auto n : known) ok = ok || k.str() == n;
-      if (ok) continue;
-      const int line = k.source().begin.line > 0 ? line_of(k.source()) : line_of(v);
-      if (section.empty())
-        fail(line, std::string(k.str()), "unknown section or key (known: " + join(known) + ")");
-      fail(line, std::string(section) + "." + std::string(k.str()),
-           "unknown key (known: " + join(known) + ")");
-    }
-  }
-
-  const toml::table* table_at(const toml::table& root, std::string_view name) const {
-    const toml::node* n = root.get(name);
-    if (!n) return nullptr;
-    if (!n->is_table()) fail(line_of(*n), std::string(name), std::string("expected a table [") +
-                                                                 std::string(name) + "], got " + type_name(*n));
-    return n->as_table();
-  }
-
-  // The tables of an array of tables ([[name]]); empty when absent.
-  std::vector<const toml::table*> tables_at(const toml::table& root, std::string_view name) const {
-    std::vector<const toml::table*> out;
-    const toml::node* n = root.get(name);
-    if (!n) return out;
-    const toml::array* a = n->as_array();
-    if (!a) fail(line_of(*n), std::string(name),
-                 "expected an array of tables [[" + std::string(name) + "]], got " + type_name(*n));
-    for (size_t i = 0; i < a->size(); ++i) {
-      const toml::node& e = *a->get(i);
-      if (!e.is_table())
-        fail(line_of(e), std::string(name) + "[" + std::to_string(i) + "]",
-             std::string("expected a table, got ") + type_name(e));
-      out.push_back(e.as_table());
-    }
-    return out;
-  }
-
-  const toml::node& required(const toml::table& t, std::string_view key, const std::string& field) const {
-    const toml::node* n = t.get(key);
-    if (!n) fail(line_of(t), field, "missing (required)");
-    return *n;
-  }
-
-  int64_t integer(const toml::node& n, const std::string& field, int64_t lo, int64_t hi) const {
-    auto v = n.as_integer();
-    if (!v) fail(line_of(n), field, std::string("expected an integer, got ") + type_name(n));
-    const int64_t x = v->get();
-    if (x < lo || x > hi)
-      fail(line_of(n), field, std::to_string(x) + " is out of range " + std::to_string(lo) + ".." +
-                                  std::to_string(hi));
-    return x;
-  }
-
-  std::string string(const toml::node& n, const std::string& field) const {
-    auto v = n.as_string();
-    if (!v) fail(line_of(n), field, std::string("expected a string, got ") + type_name(n));
-    return v->get();
-  }
-
-  bool boolean(const toml::node& n, const std::string& field) const {
-    auto v = n.as_boolean();
-    if (!v) fail(line_of(n), field, std::string("expected true or false, got ") + type_name(n));
-    return v->get();
-  }
-
-  // A port number; remembered for check_ports.
-  tna::PortId port(const toml::node& n, const std::string& field) {
-    const auto p = tna::PortId(integer(n, field, 0, int64_t(kMaxPortId)));
-    cfg_.port_refs.push_back({p, line_of(n), field});
-    return p;
-  }
-
-  uint32_t ipv4(const toml::node& n, const std::string& field) const {
-    const std::string s = string(n, field);
-    auto ip = parse_ipv4(s);
-    if (!ip) fail(line_of(n), field, "\"" + s + "\" is not an IPv4 address (a.b.c.d)");
-    return *ip;
-  }
-
-  proto::Mac mac(const toml::node& n, const std::string& field) const {
-    const std::string s = string(n, field);
-    auto m = parse_mac(s);
-    if (!m) fail(line_of(n), field, "\"" + s + "\" is not a MAC address (xx:xx:xx:xx:xx:xx)");
-    return *m;
-  }
-
   void load_switch(const toml::table& t) {
     check_keys(t, "switch", {"pipeline", "ctl_socket"});
     if (auto* n = t.get("pipeline")) {
       cfg_.pipeline = string(*n, "switch.pipeline");
       pipeline_line_ = line_of(*n);
-      if (cfg_.pipeline != "classic")
-        fail(pipeline_line_, "switch.pipeline", "unknown pipeline \"" + cfg_.pipeline + "\" (known: classic)");
+      if (cfg_.pipeline != "classic" && cfg_.pipeline != "agq")
+        fail(pipeline_line_, "switch.pipeline", "unknown pipeline \"" + cfg_.pipeline + "\" (known: classic, agq)");
     }
     if (auto* n = t.get("ctl_socket")) {
       cfg_.ctl_socket = string(*n, "switch.ctl_socket");
@@ -304,7 +190,6 @@ class Loader {
     }
   }
 
-  SwitchConfig& cfg_;
   int pipeline_line_ = 1;  // where a missing [classic] is reported
 };
 
@@ -341,10 +226,12 @@ void check_ports(const SwitchConfig& cfg, uint16_t port_count) {
 std::unique_ptr<pipeline::SwitchProgram> make_program(const SwitchConfig& cfg, tna::ReplicationEngine& pre) {
   if (cfg.pipeline == "classic")
     return std::make_unique<pipeline::classic::ClassicProgram>(cfg.classic, cfg.forwarding, pre);
-  throw ConfigError(cfg.path + ": switch.pipeline: unknown pipeline \"" + cfg.pipeline + "\" (known: classic)");
+  if (cfg.pipeline == "agq") return make_agq_program(cfg, pre);
+  throw ConfigError(cfg.path + ": switch.pipeline: unknown pipeline \"" + cfg.pipeline + "\" (known: classic, agq)");
 }
 
 void install_entries(const SwitchConfig& cfg, pipeline::SwitchProgram& prog) {
+  install_jobs(cfg, prog);  // takes the lock itself
   std::lock_guard g(prog.lock());
   auto& fwd = prog.forwarding();
   auto fail = [&](int line, const std::string& field, const std::string& what) {

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "pipeline/agq/agq_program.hpp"
 #include "pipeline/classic/classic_program.hpp"
 #include "pipeline/forwarding.hpp"
 #include "pipeline/switch_program.hpp"
@@ -44,11 +45,19 @@ struct ArpProxyEntry {
   int line;
 };
 
+// One [[job]] of pipeline "agq"; `line` is where its [[job]] header is.
+struct JobEntry {
+  pipeline::agq::JobSpec spec;
+  int line;
+};
+
 struct SwitchConfig {
   std::string path;
   std::string pipeline = "classic";
   std::string ctl_socket;  // empty = not set
   pipeline::classic::ClassicConfig classic;
+  pipeline::agq::AgqConfig agq;  // [agq]
+  std::vector<JobEntry> jobs;    // [[job]], pipeline "agq" only
   pipeline::ForwardingConfig forwarding;
   std::vector<RouteEntry> routes;
   std::vector<MacEntry> macs;
@@ -68,8 +77,9 @@ SwitchConfig load_config(const std::string& path);  // throws ConfigError
 void check_ports(const SwitchConfig& cfg, uint16_t port_count);
 std::unique_ptr<pipeline::SwitchProgram> make_program(const SwitchConfig& cfg,
                                                       tna::ReplicationEngine& pre);
-// Routes, static MACs and ARP proxy entries; throws ConfigError when the
-// program refuses one (duplicate, table full).
+// The agq jobs (AgqProgram::add_job; its refusal names the job's line),
+// routes, static MACs and ARP proxy entries; throws ConfigError when the
+// program refuses one (duplicate, table full, no space for a job).
 void install_entries(const SwitchConfig& cfg, pipeline::SwitchProgram& prog);
 
 }  // namespace agq::control

@@ -177,7 +177,7 @@ TEST_F(ConfigTest, OtherRanges) {
 }
 
 TEST_F(ConfigTest, UnknownPipeline) {
-  expect_error("[switch]\npipeline = \"agq\"\n", 2, "switch.pipeline", "unknown pipeline \"agq\"");
+  expect_error("[switch]\npipeline = \"tofino\"\n", 2, "switch.pipeline", "unknown pipeline \"tofino\" (known: classic, agq)");
 }
 
 TEST_F(ConfigTest, BadAddresses) {

@@ -1,0 +1,68 @@
+// Internal to the control-socket interpreter (commands*.cpp): the error a
+// command throws, argument checks and the column formatter, shared so that
+// the command families can live in files of their own.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "control/control_plane.hpp"
+#include "pipeline/switch_program.hpp"
+#include "tna/intrinsic.hpp"
+
+namespace agq::control {
+
+struct CommandError {
+  std::string message;
+  std::string usage;  // empty: no usage line
+};
+
+// Throws "missing arguments" / "too many arguments" unless lo <= w.size() <= hi.
+inline void check_arg_count(const std::vector<std::string>& w, size_t lo, size_t hi, const char* usage) {
+  if (w.size() < lo || w.size() > hi)
+    throw CommandError{w.size() < lo ? "missing arguments" : "too many arguments", usage};
+}
+
+// A port number that exists on the running switch, else CommandError.
+tna::PortId existing_port(DataplaneView& dp, const std::string& s, const char* usage);
+
+// Left-aligned columns separated by two spaces; the first row is the header.
+class Columns {
+ public:
+  void row(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
+  std::string render() const {
+    std::vector<size_t> width;
+    for (const auto& r : rows_)
+      for (size_t i = 0; i < r.size(); ++i) {
+        if (width.size() <= i) width.push_back(0);
+        width[i] = std::max(width[i], r[i].size());
+      }
+    std::string out;
+    for (const auto& r : rows_) {
+      std::string line;
+      for (size_t i = 0; i < r.size(); ++i) {
+        line += r[i];
+        if (i + 1 < r.size()) line += std::string(width[i] - r[i].size() + 2, ' ');
+      }
+      out += line + "\n";
+    }
+    return out;
+  }
+
+ private:
+  std::vector<std::vector<std::string>> rows_;
+};
+
+// The agq job commands ('job list|add|del', commands_agq.cpp).
+std::string job_command(pipeline::SwitchProgram& prog, DataplaneView& dp, const std::vector<std::string>& w);
+// The drop simulator commands ('drop <port> <rx|tx> <p>|list|clear', commands_drop.cpp).
+std::string drop_command(DataplaneView& dp, const std::vector<std::string>& w);
+
+inline constexpr const char* kUsageJob =
+    "job list | job del <id> | job add <id> workers=<n> slots=<s> rows=<r> [delivery=multicast|ps] "
+    "[ps=<port>,<ip>,<mac>] [max_width=<bits>] worker=<id>,<port>,<ip>,<mac> ...";
+inline constexpr const char* kUsageDrop = "drop <port> <rx|tx> <probability 0..1> | drop list | drop clear";
+
+}  // namespace agq::control

@@ -1,0 +1,35 @@
+// Rules and text form of an agq job (docs/PROTOCOL.md §6), shared by the
+// configuration file ([[job]]) and the control socket ('job add'), so both
+// accept the same jobs and refuse them with the same words. AgqProgram's
+// add_job has the last word (space, conflicts with other jobs); these are
+// the rules that need no switch state.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "pipeline/agq/agq_program.hpp"
+
+namespace agq::control {
+
+inline constexpr int64_t kMaxJobId = 65535;       // job_id is 16 bits; 0 is invalid
+inline constexpr int64_t kMaxJobWorkers = 32;     // one bit per worker in a 32-bit bitmap
+inline constexpr int64_t kMaxJobSlots = 65536;    // the header's slot field is 16 bits
+inline constexpr int64_t kMinWidth = 4, kMaxWidth = 32;  // one to eight 4-bit units
+inline constexpr int64_t kMaxTotalRows = 65536;
+inline constexpr int64_t kMaxTotalSlots = 1 << 20;
+
+// nullopt when `job` obeys every rule that needs no switch state: ranges,
+// worker ids 0..N-1 each exactly once, a PS for delivery "ps", unicast MACs.
+// (rows is a quota: the program packs 2^k slots per row, the fewest rows
+// within it, and refuses a job that does not fit.)
+std::optional<std::string> check_job(const pipeline::agq::JobSpec& job);
+
+// One line in 'job add' syntax (without "job add"), e.g.
+// "1 workers=2 slots=64 rows=8 delivery=multicast max_width=32 worker=0,1,10.0.0.1,02:00:00:00:00:01 ..."
+std::string format_job(const pipeline::agq::JobSpec& job);
+
+const char* delivery_name(pipeline::agq::ResultDelivery d);
+
+}  // namespace agq::control
