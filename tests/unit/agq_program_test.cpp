@@ -41,7 +41,7 @@ Chunk make_chunk(std::mt19937& rng, unsigned n, unsigned req) {
 std::vector<uint32_t> lanes_of(const pipeline::Headers& h) { return {h.agq.lanes.begin(), h.agq.lanes.end()}; }
 
 // Sends chunk `c` of every worker; checks the last one completes and returns it.
-Out reduce(AgqFixture& f, const JobSpec& j, uint16_t slot, uint8_t v, uint8_t req, const Chunk& c,
+Out reduce(AgqHarness& f, const JobSpec& j, uint16_t slot, uint8_t v, uint8_t req, const Chunk& c,
            uint32_t seq = 0) {
   for (uint8_t w = 0; w + 1 < j.num_workers; ++w) {
     const Out o = f.send(j, data_pkt(j, w, slot, v, req, c.u[w], seq));
@@ -51,7 +51,7 @@ Out reduce(AgqFixture& f, const JobSpec& j, uint16_t slot, uint8_t v, uint8_t re
   return f.send(j, data_pkt(j, last, slot, v, req, c.u[last], seq));
 }
 
-void check_replicas(AgqFixture& f, const JobSpec& j, const Out& o, const std::vector<uint32_t>& expect,
+void check_replicas(AgqHarness& f, const JobSpec& j, const Out& o, const std::vector<uint32_t>& expect,
                     unsigned width) {
   ASSERT_EQ(o.decision.kind, Decision::Kind::Multicast);
   const auto reps = f.replicas(o);

@@ -129,9 +129,12 @@ inline uint32_t expected_lane(const std::vector<uint32_t>& us, unsigned req, uns
   return s;
 }
 
-class AgqFixture : public ::testing::Test {
+// A program with its PRE, usable inside or outside a gtest fixture.
+class AgqHarness {
  public:
-  explicit AgqFixture(AgqConfig cfg = {64, 256}) : prog(cfg, pipeline::ForwardingConfig{}, pre) {}
+  explicit AgqHarness(AgqConfig cfg = {64, 256}) : prog(cfg, pipeline::ForwardingConfig{}, pre) {}
+  AgqHarness(const AgqHarness&) = delete;
+  AgqHarness& operator=(const AgqHarness&) = delete;
 
   void add(const JobSpec& j) {
     const auto err = prog.add_job(j);
@@ -184,5 +187,7 @@ class AgqFixture : public ::testing::Test {
   tna::ReplicationEngine pre;
   AgqProgram prog;
 };
+
+class AgqFixture : public ::testing::Test, public AgqHarness {};
 
 }  // namespace agq::agq_test
