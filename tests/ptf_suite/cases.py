@@ -188,3 +188,13 @@ def agq_cases() -> list[Case]:
 
 def all_cases() -> list[Case]:
     return classic_cases() + agq_cases()
+
+
+if __name__ == "__main__":
+    # python3 tests/ptf_suite/cases.py DIR: the suite's configs as files, for
+    # p4src/bfrt/setup_agq.py (agq) and for reference (classic).
+    out = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
+    (out / "agq_suite.toml").write_text(AGQ_CONFIG)
+    (out / "classic_suite.toml").write_text(CLASSIC_CONFIG)
+    print(f"wrote {out}/agq_suite.toml, {out}/classic_suite.toml; cases: "
+          + ", ".join(c.name for c in all_cases()))
