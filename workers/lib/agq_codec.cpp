@@ -1,0 +1,80 @@
+#include "lib/agq_codec.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace agq::worker::agqc {
+
+int guard_bits(unsigned n) {
+  int g = 0;
+  while ((1ull << g) < n) ++g;
+  return g;
+}
+
+Encoded encode(float x, int width, int guard, int exponent) {
+  const int b = width - guard;
+  const int64_t hi = (int64_t(1) << (b - 1)) - 1, lo = -(int64_t(1) << (b - 1));
+  // ldexp is exact (a power-of-two scaling), so every process rounds the same value.
+  const double scaled = std::ldexp(double(x), -exponent);
+  Encoded r;
+  int64_t q;
+  if (!std::isfinite(scaled) || scaled > double(hi)) {
+    q = std::isnan(scaled) ? 0 : hi;  // NaN is reported like a clip: the value is lost
+    r.clipped = true;
+  } else if (scaled < double(lo)) {
+    q = lo;
+    r.clipped = true;
+  } else {
+    q = std::llround(scaled);
+    if (q > hi) { q = hi; r.clipped = true; }  // x just below hi + 0.5 rounds up
+  }
+  r.u = uint32_t(q - lo);  // bias 2^(b-1)
+  return r;
+}
+
+uint64_t expected_sum(std::span<const uint32_t> us, int width, int granted) {
+  const int d = width - granted;
+  uint64_t s = 0;
+  for (uint32_t u : us) s += u >> d;
+  return s;
+}
+
+double decode_sum(uint32_t s, unsigned n, int granted, int guard, int exponent, int d) {
+  const int64_t bias = int64_t(n) << (granted - guard - 1);
+  return std::ldexp(double(int64_t(s) - bias), exponent + d);
+}
+
+double error_bound(unsigned n, int exponent, int d) {
+  return double(n) * (0.5 + double((uint64_t(1) << d) - 1)) * std::ldexp(1.0, exponent);
+}
+
+int exponent_for(double range, int value_bits) {
+  const double top = double((uint64_t(1) << (value_bits - 1)) - 1);
+  if (!(range > 0) || !std::isfinite(range)) return kMinExponent;
+  // Smallest e with range / 2^e <= top (rounding up to top + 0.5 would clip).
+  int e = int(std::ceil(std::log2(range / top)));
+  while (e > kMinExponent && std::ldexp(range, -(e - 1)) <= top) --e;  // log2 rounding guard
+  while (std::ldexp(range, -e) > top) ++e;
+  return std::clamp(e, kMinExponent, kMaxExponent);
+}
+
+ChunkParams initial_params(int init_width, double init_scale, int guard) {
+  return {init_width, exponent_for(init_scale, init_width - guard)};
+}
+
+ChunkParams choose_params(double chunk_max, double tensor_max, double budget, double margin, int guard) {
+  if (!(tensor_max > 0)) return {kMinWidth, kMinExponent};  // the whole tensor summed to zero
+  const double step = budget * tensor_max;
+  if (!(chunk_max > 0)) {
+    // Nothing to represent: the narrowest width, at a step within budget.
+    return {kMinWidth, std::clamp(int(std::floor(std::log2(step))), kMinExponent, kMaxExponent)};
+  }
+  ChunkParams p{kMaxWidth, exponent_for(chunk_max * margin, kMaxWidth - guard)};
+  for (int r = kMinWidth; r <= kMaxWidth; r += 4) {
+    const int e = exponent_for(chunk_max * margin, r - guard);
+    if (std::ldexp(1.0, e) <= step) return {r, e};
+  }
+  return p;
+}
+
+}  // namespace agq::worker::agqc

@@ -1,0 +1,123 @@
+#include "lib/agq_ps_engine.hpp"
+
+namespace agq::worker {
+
+bool AgqPsEngine::init(const AgqPsConfig& cfg, std::string& err) {
+  cfg_ = cfg;
+  if (err = cfg.job.validate(); !err.empty()) return false;
+  guard_ = agqc::guard_bits(cfg.job.num_workers);
+  const Endpoint ps = agq_ps_endpoint(cfg.job.job_id);
+  // PS_RESULTs go to the switch, which multicasts them to the job (its PRE
+  // group and per-replica rewrite decide the real destinations): address
+  // them to the job's broadcast, the natural "every worker" address.
+  Endpoint all{{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}, ps.ip | 0xFF};
+  frame_ = std::make_unique<AgqFrameTemplate>(ps, all);
+  seqs_.assign(size_t(cfg.job.slots) * 2, Seq{});
+  return true;
+}
+
+void AgqPsEngine::on_frame(uint16_t, std::span<const uint8_t> frame, uint64_t) {
+  ++counters_.rx_pkts;
+  const auto h = parse_agq(frame);
+  if (!h) {
+    ++counters_.other;
+    return;
+  }
+  if (h->job_id != cfg_.job.job_id) {
+    ++counters_.foreign;
+    return;
+  }
+  if (h->type == proto::AgqType::FallbackData) {
+    on_fallback(*h);
+  } else if (h->type == proto::AgqType::Result) {
+    proto::Agq r = *h;  // delivery = ps: hand the switch's result back for the workers
+    r.type = proto::AgqType::PsResult;
+    txq_.push_back(r);
+    ++stats_.relayed;
+  } else {
+    ++counters_.foreign;
+  }
+}
+
+void AgqPsEngine::on_fallback(const proto::Agq& h) {
+  ++stats_.fallback_data;
+  const AgqJobSpec& job = cfg_.job;
+  const int r = h.req_width;
+  if (h.slot >= job.slots || h.worker_id >= job.num_workers || h.num_workers != job.num_workers ||
+      r < agqc::kMinWidth || r > agqc::kMaxWidth || r % 4) {
+    ++stats_.bad;
+    ++counters_.malformed;
+    return;
+  }
+  Seq& s = seqs_[size_t(h.slot) * 2 + h.version_bit()];
+  if (!s.valid || s.seq != h.seq) {
+    // A new use of (slot, v): every worker has moved past the old one (it
+    // sent (slot, 1-v) first), so the kept result is no longer needed.
+    if (s.valid && !s.complete) --pending_;
+    s = Seq{};
+    s.valid = true;
+    s.seq = h.seq;
+    s.first = h;
+    ++pending_;
+  } else if (h.req_width != s.first.req_width || h.exponent != s.first.exponent) {
+    ++stats_.bad;  // workers must agree on (R, e) of a sequence
+    ++counters_.malformed;
+    return;
+  }
+  const uint32_t bit = 1u << h.worker_id;
+  if (s.bitmap & bit) {
+    if (s.complete) {
+      ++stats_.resent;  // its RESULT was lost on the way to that worker
+      queue_result(s);
+    } else {
+      ++stats_.duplicates;
+      ++counters_.duplicates;
+    }
+    return;
+  }
+  s.bitmap |= bit;
+  ++s.count;
+  s.overflow |= (h.flags & proto::kAgqFlagOverflow) != 0;
+  // d = 0: the contributions are added as sent; N * 2^(R-g) <= 2^R fits 32 bits.
+  for (int k = 0; k < kAgqLanes; ++k) s.sum[k] += h.lanes[k] & uint32_t((uint64_t(1) << (r - guard_)) - 1);
+  if (s.count == job.num_workers) {
+    s.complete = true;
+    --pending_;
+    ++stats_.sequences;
+    ++counters_.chunks_done;
+    if (s.overflow) ++stats_.overflow;
+    ++stats_.ps_results;
+    queue_result(s);
+  }
+}
+
+void AgqPsEngine::queue_result(const Seq& s) {
+  proto::Agq r = s.first;
+  r.type = proto::AgqType::PsResult;
+  r.flags = uint8_t(s.first.version_bit() | proto::kAgqFlagFallback | (s.overflow ? proto::kAgqFlagOverflow : 0));
+  r.worker_id = 0;
+  r.width = r.req_width;  // summed at d = 0
+  r.pos = 0;
+  r.guard = uint8_t(guard_);
+  for (int k = 0; k < kAgqLanes; ++k) r.lanes[k] = uint32_t(s.sum[k]);
+  txq_.push_back(r);
+}
+
+unsigned AgqPsEngine::tick(uint64_t, TxSink& tx) {
+  unsigned sent = 0;
+  uint8_t buf[kAgqDataFrameLen];
+  while (!txq_.empty()) {
+    frame_->write(txq_.front(), buf);
+    if (!tx.send(cfg_.port, buf)) {
+      ++counters_.tx_refused;
+      break;
+    }
+    txq_.pop_front();
+    ++counters_.tx_pkts;
+    ++counters_.acks;
+    ++sent;
+  }
+  return sent;
+}
+
+}  // namespace agq::worker
