@@ -106,12 +106,13 @@ TEST(AgqTables, ShiftTablesAreConstantShifts) {
     if (auto run = t.extract_t.apply(end).run) run(lanes);
     EXPECT_EQ(lanes[0], 1u);
   }
-  for (unsigned d = 0; d < 8; ++d) {
-    uint32_t lanes[32];
-    for (auto& x : lanes) x = 0xFFFFFFFFu;
-    if (auto run = t.trunc_t.apply(d).run) run(lanes);
-    EXPECT_EQ(lanes[5], uint32_t(0xFFFFFFFFull >> (4 * d)));
-  }
+  for (unsigned r = 2; r <= 8; ++r)
+    for (unsigned w = 1; w <= 8; ++w) {  // w = 0: no window, no lane path
+      uint32_t lanes[32];
+      for (auto& x : lanes) x = 0xFFFFFFFFu;
+      if (auto run = t.trunc_t.apply(trunc_key(r, w)).run) run(lanes);
+      EXPECT_EQ(lanes[5], uint32_t(0xFFFFFFFFull >> (4 * (r > w ? r - w : 0)))) << r << " " << w;
+    }
   for (unsigned s = 0; s <= kMaxRowShift; ++s) EXPECT_EQ(t.slot_row_t.apply(s).run(0xFFFF), 0xFFFFu >> s);
 }
 

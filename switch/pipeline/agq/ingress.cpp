@@ -1,5 +1,5 @@
-// The agq ingress control, stage by stage (docs/PIPELINE.md has the Tofino
-// stage map). Each register is touched by at most one register action per
+// The agq ingress control, stage by stage. Stage numbers are those of the
+// Tofino 2 layout in docs/PIPELINE.md (one pass for all 32 lanes). Each register is touched by at most one register action per
 // pass, whatever path the packet takes (tna::Register checks it under
 // AGQ_CHECK_TNA_RULES); every shift by a data-dependent amount is a table of
 // constant-shift actions; the only loop is over the 32 lanes, which are 32
@@ -81,7 +81,8 @@ void Ingress::apply(Headers& hdr, Metadata& md, ResubmitMd& resub, const tna::In
     return;
   }
 
-  // ---- stage 1: indices (slot_row_t: the job's constant shift)
+  // ---- stage 1: indices (slot_row_t: the job's constant shift; the
+  // validation above is this stage's gateway)
   md.v = a.version_bit();
   md.slot_idx = md.job.slot_base + a.slot;
   md.row = md.job.row_base + tables_.slot_row_t.apply(md.job.row_shift).run(a.slot);
@@ -128,8 +129,9 @@ void Ingress::apply(Headers& hdr, Metadata& md, ResubmitMd& resub, const tna::In
     return;
   }
 
-  // ---- stage 5: slot_window (a new contribution merges its OVERFLOW)
-  // (stage 4, row_occupancy, is only for first contributions.)
+  // ---- stage 5: slot_window (a new contribution merges its OVERFLOW; one
+  // P4 call site: operand = first ? PENDING : (new && OVERFLOW)).
+  // Stage 4, row_occupancy, is only for first contributions.
   // On Tofino a window still PENDING here belongs to a first contribution
   // between its passes; such a packet recirculates (docs/PIPELINE.md). The
   // software passes of one packet are atomic, so it is never seen.
@@ -143,7 +145,7 @@ void Ingress::apply(Headers& hdr, Metadata& md, ResubmitMd& resub, const tna::In
   }
   md.pos = uint8_t(window_pos(md.window));
   md.w = uint8_t(window_units(md.window));
-  // ---- stage 6: grant_t
+  // ---- stage 6: grant_t (trunc_t shares the stage: see lanes())
   md.grant = tables_.grant_t.apply(grant_key(md.w, md.job.guard));
 
   if (!md.seen) {
@@ -170,16 +172,17 @@ void Ingress::first_pass1(proto::Agq& a, Metadata& md, ResubmitMd& resub) {
   // ---- stage 6: window_t (masks of the old window; w = 0 misses: masks 0)
   const WindowAction& oldw = tables_.window_t.apply(window_key(window_pos(old), old_w));
   const uint8_t free_occ = uint8_t(occ & ~oldw.occ_mask);
-  // ---- stage 7: alloc_t
+  // ---- stage 7: free = occ & ~old; stage 8: alloc_t
   const AllocAction& al = tables_.alloc_t.apply(alloc_key(free_occ, md.req_units));
-  // ---- stage 8: grant_t (is the window wide enough for the guard bits?)
-  const bool ok = tables_.grant_t.apply(grant_key(al.w, md.job.guard)).ok;
+  // ---- stage 9: grant_alloc_t (is the window wide enough for the guard bits?)
+  const bool ok = tables_.grant_alloc_t.apply(grant_key(al.w, md.job.guard)).ok;
   const bool ovf = (a.flags & proto::kAgqFlagOverflow) != 0;
   resub.occ_old = occ;
   resub.occ_new = ok ? uint8_t(free_occ | al.occ_mask) : free_occ;
   resub.window = ok ? pack_window(al.pos, al.w, false, ovf) : pack_window(0, 0, true, ovf);
   resub.complete = md.complete;
-  // ---- stages 9-10: lane00..lane31 (the invariant: a free unit is zero)
+  // ---- stage 10: resubmit header; stages 9-16: lane00..lane31 (the
+  // invariant: a free unit is zero)
   if (!resub.realloc && oldw.cell_mask != 0)
     for (int k = 0; k < kLanes; ++k) lane_clear(regs_.lanes[k], md.v, ~oldw.cell_mask).execute(md.row);
 }
@@ -209,18 +212,17 @@ void Ingress::first_pass2(proto::Agq& a, Metadata& md, ResubmitMd& resub, bool& 
   md.verdict = md.complete ? Verdict::Result : Verdict::Absorb;
 }
 
-// ---- stages 7-11: the lane path, 32 lanes side by side.
-//   trunc_t (>> d), value mask, align_t (<< 4(8-end)), lane_add, extract_t
-//   (>> 4(8-end)), result mask. `add` = false reads (adds 0).
+// ---- stages 6-18: the lane path, 32 lanes side by side.
+//   6 trunc_t (>> d), 7 value mask, 8 align_t (<< 4(8-end)), 9-16 lane_add
+//   (4 lane registers per stage), 17 extract_t (>> 4(8-end)), 18 result
+//   mask. `add` = false reads (adds 0).
 void Ingress::lanes(proto::Agq& a, const Metadata& md, bool add, bool extract) {
   uint32_t* x = a.lanes.data();
   const unsigned end = md.pos + md.w;
   // d = R - W; a worker that disagrees with the others on R (R < W) only
-  // garbles its own job's window (d clamps to 0, the mask still applies).
-  const unsigned r_units = a.req_width >> 2;
-  const unsigned d_units = r_units > md.w ? r_units - md.w : 0;
+  // garbles its own job's window (trunc_t misses: d = 0; the mask applies).
   const uint32_t value_mask = add ? md.grant.value_mask : 0;
-  if (auto run = tables_.trunc_t.apply(d_units).run) run(x);
+  if (auto run = tables_.trunc_t.apply(trunc_key(a.req_width >> 2, md.w)).run) run(x);
   for (int k = 0; k < kLanes; ++k) x[k] &= value_mask;
   if (auto run = tables_.align_t.apply(end).run) run(x);
   for (int k = 0; k < kLanes; ++k) x[k] = lane_add(regs_.lanes[k], md.v, x[k]).execute(md.row);
@@ -229,7 +231,7 @@ void Ingress::lanes(proto::Agq& a, const Metadata& md, bool add, bool extract) {
   for (int k = 0; k < kLanes; ++k) x[k] &= md.grant.result_mask;
 }
 
-// ---- stage 11: agq_forward_t (verdict, delivery) -> where, and the header.
+// ---- stage 19: agq_forward_t (verdict, delivery) -> where, and the header.
 void Ingress::forward(Headers& hdr, Metadata& md, const tna::IngressIntrinsicMd& ig_intr_md,
                       tna::IngressIntrinsicMdForTm& ig_tm_md, tna::IngressIntrinsicMdForDeparser& ig_dprsr_md) {
   proto::Agq& a = hdr.agq;

@@ -34,7 +34,10 @@ void fill_unit_shifts(ConstTables& t, std::integer_sequence<unsigned, D...>) {
                                            "align_20", "align_24", "align_28"};
   static constexpr const char* kExtract[] = {"", "extract_4", "extract_8", "extract_12", "extract_16",
                                              "extract_20", "extract_24", "extract_28"};
-  (t.trunc_t.set(D, ShiftAction{kTrunc[D], &shr<4 * D>}), ...);
+  // trunc_t: d = R/4 - w units (a worker asking less than W: no shift).
+  for (unsigned r = 2; r <= kUnits; ++r)
+    for (unsigned w = 0; w < r; ++w)
+      ((r - w == D ? t.trunc_t.set(trunc_key(r, w), ShiftAction{kTrunc[D], &shr<4 * D>}) : void()), ...);
   // key = end = 8 - D units
   (t.align_t.set(kUnits - D, ShiftAction{kAlign[D], &shl<4 * D>}), ...);
   (t.extract_t.set(kUnits - D, ShiftAction{kExtract[D], &shr<4 * D>}), ...);
@@ -86,9 +89,10 @@ ConstTables build() {
   for (unsigned w = 0; w <= kUnits; ++w)
     for (unsigned g = 0; g <= guard_bits(kMaxWorkers); ++g) {
       const bool ok = kUnitBits * w >= g + 2;
-      t.grant_t.set(grant_key(w, g), ok ? GrantAction{true, low_mask(kUnitBits * w - g),
-                                                      low_mask(kUnitBits * w)}
-                                        : GrantAction{});
+      const GrantAction e = ok ? GrantAction{true, low_mask(kUnitBits * w - g), low_mask(kUnitBits * w)}
+                               : GrantAction{};
+      t.grant_t.set(grant_key(w, g), e);
+      t.grant_alloc_t.set(grant_key(w, g), e);
     }
   fill_unit_shifts(t, std::integer_sequence<unsigned, 1, 2, 3, 4, 5, 6, 7>{});
   fill_row_shifts(t, std::make_integer_sequence<unsigned, kMaxRowShift + 1>{});

@@ -86,16 +86,20 @@ struct WindowAction {
 };
 constexpr std::size_t window_key(unsigned pos, unsigned w) { return (pos & 7) << 4 | (w & 15); }
 
-// --- grant_t: key (w, g) -> is the grant usable, and its masks -----------------
+// --- grant_t / grant_alloc_t: key (w, g) -> is the grant usable, its masks ------
+// Two copies with the same entries: a P4 table is applied at one place, and
+// the first contribution's pass 1 needs it after alloc_t while every other
+// pass needs it right after slot_window.
 struct GrantAction {
   bool ok = false;           // W - g >= 2
   uint32_t value_mask = 0;   // low W - g bits: what a contribution may set
   uint32_t result_mask = 0;  // low W bits: the right-aligned window
 };
 constexpr std::size_t grant_key(unsigned w, unsigned g) { return (w & 15) << 3 | (g & 7); }
+constexpr std::size_t trunc_key(unsigned r_units, unsigned w) { return (r_units & 15) << 4 | (w & 15); }
 
 // --- constant shifts -------------------------------------------------------
-// trunc_t (key d units: u >> 4d), align_t (key end: << 4(8 - end)),
+// trunc_t (key (R units, w): u >> 4d with d = max(R/4 - w, 0)), align_t (key end: << 4(8 - end)),
 // extract_t (key end: >> 4(8 - end)). The action body runs on all 32 lanes
 // (32 parallel PHV ALUs). Null run = NoAction (shift by 0).
 struct ShiftAction {
@@ -142,8 +146,9 @@ struct ConstTables {
   tna::ConstTable<AllocAction> alloc_t{"alloc_t", 2048, AllocAction{}};
   tna::ConstTable<WindowAction> window_t{"window_t", 128, WindowAction{}};
   tna::ConstTable<GrantAction> grant_t{"grant_t", 128, GrantAction{}};
+  tna::ConstTable<GrantAction> grant_alloc_t{"grant_alloc_t", 128, GrantAction{}};
   tna::ConstTable<RowShiftAction> slot_row_t{"slot_row_t", kMaxRowShift + 1, RowShiftAction{}};
-  tna::ConstTable<ShiftAction> trunc_t{"trunc_t", 8, ShiftAction{}};
+  tna::ConstTable<ShiftAction> trunc_t{"trunc_t", 256, ShiftAction{}};
   tna::ConstTable<ShiftAction> align_t{"align_t", 16, ShiftAction{}};
   tna::ConstTable<ShiftAction> extract_t{"extract_t", 16, ShiftAction{}};
   tna::ConstTable<ForwardAction> agq_forward_t{"agq_forward_t", 2 * std::size_t(Verdict::Count),
