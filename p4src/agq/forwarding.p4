@@ -127,7 +127,7 @@ control AgqForward(inout ingress_headers_t hdr,
         hdr.agq.pos = (bit<8>)md.pos;
         hdr.agq.guard = md.guard;
         hdr.bridge.win_end = md.win_end;
-        hdr.bridge.result_mask = md.result_mask;
+        hdr.bridge.result_mask = md.grant_result_mask;
         hdr.udp.checksum = 0;
     }
     action set_dst(bit<48> mac, bit<32> ipv4) {

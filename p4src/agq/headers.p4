@@ -239,10 +239,14 @@ struct ingress_metadata_t {
     bit<3>     pos;            /* window of this sequence */
     bit<4>     w;              /* ... width in units */
     bit<4>     win_end;        /* pos + w (align_t key) */
-    bit<4>     d;              /* req_units - w (trunc_t key) */
+    bit<4>     r_units;        /* req_width / 4, uncapped (trunc_t key: the worker encoded with R) */
     bit<3>     guard3;         /* grant_t key: g (0..5) */
-    bit<1>     grant_ok;
-    bit<32>    result_mask;    /* low W bits (bridged to the egress) */
+    bit<1>     grant_ok;       /* grant_t */
+    bit<32>    grant_result_mask;   /* low W bits (bridged to the egress) */
+    bit<32>    grant_value_mask;    /* low W - g bits */
+    bit<1>     alloc_ok;       /* grant_alloc_t: W - g >= 2 for the new window */
+    bit<32>    alloc_value_mask;
+    bit<32>    alloc_result_mask;
     bit<3>     old_pos;        /* released window (previous use of v) */
     bit<4>     old_w;
     bit<8>     old_occ_mask;
@@ -256,7 +260,6 @@ struct ingress_metadata_t {
     /* lanes */
     bit<1>     lane_clear;     /* pass 1 of a first contribution: clear the old window */
     bit<1>     lane_run;       /* run the lane processors at all */
-    bit<32>    value_mask;     /* low W - g bits (grant_t) */
     bit<32>    clear_mask;     /* ~cells of the released window */
     /* decision */
     bit<8>     verdict;

@@ -66,6 +66,7 @@ control JobLookup(inout ingress_headers_t hdr,
         worker_t.apply();
         md.v = hdr.agq.flags[0:0];
         md.guard3 = md.guard[2:0];
+        md.r_units = hdr.agq.req_width[5:2];
         md.req_units = min(hdr.agq.req_width[5:2], md.max_units);   /* min(R, max_width) / 4 */
         md.req_units_m1 = (bit<3>)(md.req_units - 1);
 

@@ -1,8 +1,8 @@
 /* Step 6 (PROTOCOL.md §4): the lane processors.
  *
  * LanePrep, contributions (the C++ pipeline's order, tables generated from it):
- *   S7  unpack the window: pos, w, d = R - w, win_end = pos + w
- *   S8  trunc_t(d):        lane_k >>= 4d          (u >> d, one action per amount)
+ *   S7  unpack the window: pos, w, win_end = pos + w
+ *   S8  trunc_t(R, w):     lane_k >>= 4d, d = max(R/4 - w, 0) (one action per amount)
  *       grant_t(w, g):     value_mask = low W - g bits, result_mask = low W bits
  *   S9  lane_k &= value_mask  (a worker can never reach a neighbour's units)
  *   S10 align_t(win_end):  lane_k <<= 4(8 - win_end), into the window
@@ -30,7 +30,7 @@ control LanePrep(inout ingress_headers_t hdr,
 #include "generated/grant_t.p4"
 #include "generated/align_t.p4"
 
-#define LANE_MASK(L) hdr.agq.lane##L = hdr.agq.lane##L & md.value_mask;
+#define LANE_MASK(L) hdr.agq.lane##L = hdr.agq.lane##L & md.grant_value_mask;
 #define LANE_LOAD_CLEAR(L) hdr.agq.lane##L = md.clear_mask;
 #define LANE_LOAD_ZERO(L) hdr.agq.lane##L = 0;
 
@@ -41,7 +41,6 @@ control LanePrep(inout ingress_headers_t hdr,
     apply {
         md.pos = md.win[2:0];                    /* S7 */
         md.w = md.win[6:3];
-        md.d = md.req_units - md.win[6:3];
         md.win_end = (bit<4>)md.win[2:0] + md.win[6:3];
         grant_t.apply();                         /* S8: result_mask for every result path */
         if (md.lane_clear == 1) {

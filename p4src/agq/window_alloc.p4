@@ -10,7 +10,8 @@
  *   S8  window_t               its occupancy bits and ~cell mask (lanes clear it)
  *   S9  avail = occ & ~old_occ_mask
  *   S10 alloc_t(avail, R)      best-fit free run of W <= R units
- *   S11 W < w_min -> FALLBACK; fill the resubmit header (ResubmitMd)
+ *   S11 grant_alloc_t(W, g)    W - g >= 2 ? (else FALLBACK)
+ *   S12 fill the resubmit header (ResubmitMd)
  * Pass 2 (resubmitted):
  *   S5  row_occupancy_cas_v    old_occ -> new_occ; a concurrent change fails
  *                              it and the packet recirculates to pass 1
@@ -90,12 +91,14 @@ control SlotWindow(inout ingress_metadata_t md,
 
 /* S7..S11 of a first contribution's pass 1. The tables are generated from
  * the C++ pipeline's tables (p4src/gen/gen_agq_tables.cpp): window_t, alloc_t.
- * W < w_min (the job's min_grant_units(g), i.e. grant_t's ok = 0) -> FALLBACK. */
+ * grant_alloc_t (a copy of grant_t: one apply per table) says whether the
+ * new window leaves W - g >= 2 value bits; if not -> FALLBACK. */
 control WindowAlloc(inout ingress_headers_t hdr,
                     inout ingress_metadata_t md) {
 
 #include "generated/window_t.p4"
 #include "generated/alloc_t.p4"
+#include "generated/grant_alloc_t.p4"
 
     action fallback() {
         md.resub.window = WIN_FALLBACK;
@@ -112,14 +115,15 @@ control WindowAlloc(inout ingress_headers_t hdr,
         window_t.apply();                        /* S8: old window -> old_occ_mask, clear_mask */
         md.avail = md.occ & ~md.old_occ_mask;    /* S9 */
         alloc_t.apply();                         /* S10: new_pos, new_w, new_occ_mask */
-        md.resub.setValid();                     /* S11 */
+        grant_alloc_t.apply();                   /* S11: alloc_ok = W - g >= 2 */
+        md.resub.setValid();
         md.resub.occ_old = md.occ;
         md.resub.rtype = AGQ_RESUBMIT_ALLOC;
         md.resub.complete = 0;
         if (md.job_n == 1) { md.resub.complete = 1; }
         md.resub.realloc = 0;
         md.resub._pad = 0;
-        if (md.new_w < md.w_min_units) { fallback(); } else { grant(); }
+        if (md.alloc_ok == 0) { fallback(); } else { grant(); }   /* S12 */
         if ((hdr.agq.flags & AGQ_FLAG_OVERFLOW) != 0) {
             md.resub.window = md.resub.window | WIN_OVERFLOW;
         }

@@ -16,6 +16,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "pipeline/agq/encoding.hpp"
 #include "pipeline/agq/tables.hpp"
@@ -118,31 +119,31 @@ std::string window_t() {
   return o.str();
 }
 
-std::string grant_t() {
-  const auto& t = const_tables().grant_t;
+std::string grant_table(const agq::tna::ConstTable<GrantAction>& t, const std::string& action,
+                        const std::string& w_key, const std::string& prefix) {
   std::ostringstream o;
   o << kHeader
     << "/* grant_t(w, g): is a grant of w units usable for guard g (W - g >= 2),\n"
     << " * the contribution mask (low W - g bits) and the result mask (low W bits). */\n"
-    << "    action grant(bit<1> ok, bit<32> value_mask, bit<32> result_mask) {\n"
-    << "        md.grant_ok = ok;\n"
-    << "        md.value_mask = value_mask;\n"
-    << "        md.result_mask = result_mask;\n"
+    << "    action " << action << "(bit<1> ok, bit<32> value_mask, bit<32> result_mask) {\n"
+    << "        md." << prefix << "ok = ok;\n"
+    << "        md." << prefix << "value_mask = value_mask;\n"
+    << "        md." << prefix << "result_mask = result_mask;\n"
     << "    }\n"
-    << "    table grant_t {\n"
+    << "    table " << t.name() << " {\n"
     << "        key = {\n"
-    << "            md.w        : exact;\n"
-    << "            md.guard3   : exact;\n"
+    << "            " << w_key << " : exact;\n"
+    << "            md.guard3 : exact;\n"
     << "        }\n"
-    << "        actions = { grant; }\n"
-    << "        const default_action = grant(0, 0, 0);\n"
+    << "        actions = { " << action << "; }\n"
+    << "        const default_action = " << action << "(0, 0, 0);\n"
     << "        size = " << t.key_space() << ";\n"
     << "        const entries = {\n";
   for (unsigned w = 0; w < 16; ++w)
     for (unsigned g = 0; g < 8; ++g) {
       const auto& e = t.entry(grant_key(w, g));
       if (!e) continue;
-      o << "            (" << w << ", " << g << ") : grant(" << (e->ok ? 1 : 0) << ", " << hex(e->value_mask, 8)
+      o << "            (" << w << ", " << g << ") : " << action << "(" << (e->ok ? 1 : 0) << ", " << hex(e->value_mask, 8)
         << ", " << hex(e->result_mask, 8) << ");\n";
     }
   o << "        }\n    }\n";
@@ -174,8 +175,10 @@ Shift measure(void (*run)(uint32_t*)) {
 }
 
 // A table of constant-shift lane actions, measured from the C++ table.
-std::string lane_shift_table(const agq::tna::ConstTable<ShiftAction>& t, const std::string& key,
-                             const std::string& hdr, const std::string& comment) {
+// `keys`: the P4 key fields; `key_of(k)`: the P4 key tuple of C++ key k.
+std::string lane_shift_table(const agq::tna::ConstTable<ShiftAction>& t, const std::vector<std::string>& keys,
+                             const std::function<std::string(std::size_t)>& key_of, const std::string& hdr,
+                             const std::string& comment) {
   std::ostringstream acts, entries, names;
   std::map<std::string, Shift> seen;
   for (std::size_t k = 0; k < t.key_space(); ++k) {
@@ -187,13 +190,15 @@ std::string lane_shift_table(const agq::tna::ConstTable<ShiftAction>& t, const s
       acts << shift_action(e->name, s.left ? "<<" : ">>", s.amount, hdr);
       names << " " << e->name << ";";
     }
-    entries << "            " << k << " : " << e->name << "();\n";
+    entries << "            " << key_of(k) << " : " << e->name << "();\n";
   }
+  std::ostringstream key;
+  for (const auto& f : keys) key << " " << f << " : exact;";
   std::ostringstream o;
   o << kHeader << "/* " << comment << " */\n"
     << acts.str()
     << "    table " << t.name() << " {\n"
-    << "        key = { " << key << " : exact; }\n"
+    << "        key = {" << key.str() << " }\n"
     << "        actions = {" << names.str() << " NoAction; }\n"
     << "        const default_action = NoAction;   /* shift by 0 */\n"
     << "        size = " << t.key_space() << ";\n"
@@ -231,13 +236,17 @@ std::map<std::string, std::string> all_files() {
   std::map<std::string, std::string> f;
   f["alloc_t.p4"] = alloc_t();
   f["window_t.p4"] = window_t();
-  f["grant_t.p4"] = grant_t();
+  f["grant_t.p4"] = grant_table(t.grant_t, "grant", "md.w", "grant_");
+  f["grant_alloc_t.p4"] = grant_table(t.grant_alloc_t, "grant_alloc", "md.new_w", "alloc_");
   f["slot_row_t.p4"] = slot_row_t();
-  f["trunc_t.p4"] = lane_shift_table(t.trunc_t, "md.d", "hdr.agq",
-                                     "trunc_t(d = R - W units): u >> 4d, the low d units dropped");
-  f["align_t.p4"] = lane_shift_table(t.align_t, "md.win_end", "hdr.agq",
+  const auto plain = [](std::size_t k) { return std::to_string(k); };
+  // trunc_key(r_units, w) = r << 4 | w
+  const auto r_w = [](std::size_t k) { return "(" + std::to_string(k >> 4) + ", " + std::to_string(k & 15) + ")"; };
+  f["trunc_t.p4"] = lane_shift_table(t.trunc_t, {"md.r_units", "md.w"}, r_w, "hdr.agq",
+                                     "trunc_t(R units, w): u >> 4d, d = max(R/4 - w, 0): the low d units dropped");
+  f["align_t.p4"] = lane_shift_table(t.align_t, {"md.win_end"}, plain, "hdr.agq",
                                      "align_t(end = pos + w): value << 4(8 - end), into the window");
-  f["extract_t.p4"] = lane_shift_table(t.extract_t, "hdr.bridge.win_end", "hdr.agq",
+  f["extract_t.p4"] = lane_shift_table(t.extract_t, {"hdr.bridge.win_end"}, plain, "hdr.agq",
                                        "extract_t(end = pos + w): cell >> 4(8 - end), the window right-aligned "
                                        "(egress)");
   return f;

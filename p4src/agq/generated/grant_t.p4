@@ -6,13 +6,13 @@
  * the contribution mask (low W - g bits) and the result mask (low W bits). */
     action grant(bit<1> ok, bit<32> value_mask, bit<32> result_mask) {
         md.grant_ok = ok;
-        md.value_mask = value_mask;
-        md.result_mask = result_mask;
+        md.grant_value_mask = value_mask;
+        md.grant_result_mask = result_mask;
     }
     table grant_t {
         key = {
-            md.w        : exact;
-            md.guard3   : exact;
+            md.w : exact;
+            md.guard3 : exact;
         }
         actions = { grant; }
         const default_action = grant(0, 0, 0);

@@ -2,41 +2,7 @@
  * Do not edit: rebuild and run
  *   build/p4src/gen_agq_tables --out p4src/agq/generated
  * (ctest p4_generated_tables_current fails when this file is stale). */
-/* trunc_t(d = R - W units): u >> 4d, the low d units dropped */
-    action trunc_4() {
-        hdr.agq.lane00 = hdr.agq.lane00 >> 4;
-        hdr.agq.lane01 = hdr.agq.lane01 >> 4;
-        hdr.agq.lane02 = hdr.agq.lane02 >> 4;
-        hdr.agq.lane03 = hdr.agq.lane03 >> 4;
-        hdr.agq.lane04 = hdr.agq.lane04 >> 4;
-        hdr.agq.lane05 = hdr.agq.lane05 >> 4;
-        hdr.agq.lane06 = hdr.agq.lane06 >> 4;
-        hdr.agq.lane07 = hdr.agq.lane07 >> 4;
-        hdr.agq.lane08 = hdr.agq.lane08 >> 4;
-        hdr.agq.lane09 = hdr.agq.lane09 >> 4;
-        hdr.agq.lane10 = hdr.agq.lane10 >> 4;
-        hdr.agq.lane11 = hdr.agq.lane11 >> 4;
-        hdr.agq.lane12 = hdr.agq.lane12 >> 4;
-        hdr.agq.lane13 = hdr.agq.lane13 >> 4;
-        hdr.agq.lane14 = hdr.agq.lane14 >> 4;
-        hdr.agq.lane15 = hdr.agq.lane15 >> 4;
-        hdr.agq.lane16 = hdr.agq.lane16 >> 4;
-        hdr.agq.lane17 = hdr.agq.lane17 >> 4;
-        hdr.agq.lane18 = hdr.agq.lane18 >> 4;
-        hdr.agq.lane19 = hdr.agq.lane19 >> 4;
-        hdr.agq.lane20 = hdr.agq.lane20 >> 4;
-        hdr.agq.lane21 = hdr.agq.lane21 >> 4;
-        hdr.agq.lane22 = hdr.agq.lane22 >> 4;
-        hdr.agq.lane23 = hdr.agq.lane23 >> 4;
-        hdr.agq.lane24 = hdr.agq.lane24 >> 4;
-        hdr.agq.lane25 = hdr.agq.lane25 >> 4;
-        hdr.agq.lane26 = hdr.agq.lane26 >> 4;
-        hdr.agq.lane27 = hdr.agq.lane27 >> 4;
-        hdr.agq.lane28 = hdr.agq.lane28 >> 4;
-        hdr.agq.lane29 = hdr.agq.lane29 >> 4;
-        hdr.agq.lane30 = hdr.agq.lane30 >> 4;
-        hdr.agq.lane31 = hdr.agq.lane31 >> 4;
-    }
+/* trunc_t(R units, w): u >> 4d, d = max(R/4 - w, 0): the low d units dropped */
     action trunc_8() {
         hdr.agq.lane00 = hdr.agq.lane00 >> 8;
         hdr.agq.lane01 = hdr.agq.lane01 >> 8;
@@ -70,6 +36,40 @@
         hdr.agq.lane29 = hdr.agq.lane29 >> 8;
         hdr.agq.lane30 = hdr.agq.lane30 >> 8;
         hdr.agq.lane31 = hdr.agq.lane31 >> 8;
+    }
+    action trunc_4() {
+        hdr.agq.lane00 = hdr.agq.lane00 >> 4;
+        hdr.agq.lane01 = hdr.agq.lane01 >> 4;
+        hdr.agq.lane02 = hdr.agq.lane02 >> 4;
+        hdr.agq.lane03 = hdr.agq.lane03 >> 4;
+        hdr.agq.lane04 = hdr.agq.lane04 >> 4;
+        hdr.agq.lane05 = hdr.agq.lane05 >> 4;
+        hdr.agq.lane06 = hdr.agq.lane06 >> 4;
+        hdr.agq.lane07 = hdr.agq.lane07 >> 4;
+        hdr.agq.lane08 = hdr.agq.lane08 >> 4;
+        hdr.agq.lane09 = hdr.agq.lane09 >> 4;
+        hdr.agq.lane10 = hdr.agq.lane10 >> 4;
+        hdr.agq.lane11 = hdr.agq.lane11 >> 4;
+        hdr.agq.lane12 = hdr.agq.lane12 >> 4;
+        hdr.agq.lane13 = hdr.agq.lane13 >> 4;
+        hdr.agq.lane14 = hdr.agq.lane14 >> 4;
+        hdr.agq.lane15 = hdr.agq.lane15 >> 4;
+        hdr.agq.lane16 = hdr.agq.lane16 >> 4;
+        hdr.agq.lane17 = hdr.agq.lane17 >> 4;
+        hdr.agq.lane18 = hdr.agq.lane18 >> 4;
+        hdr.agq.lane19 = hdr.agq.lane19 >> 4;
+        hdr.agq.lane20 = hdr.agq.lane20 >> 4;
+        hdr.agq.lane21 = hdr.agq.lane21 >> 4;
+        hdr.agq.lane22 = hdr.agq.lane22 >> 4;
+        hdr.agq.lane23 = hdr.agq.lane23 >> 4;
+        hdr.agq.lane24 = hdr.agq.lane24 >> 4;
+        hdr.agq.lane25 = hdr.agq.lane25 >> 4;
+        hdr.agq.lane26 = hdr.agq.lane26 >> 4;
+        hdr.agq.lane27 = hdr.agq.lane27 >> 4;
+        hdr.agq.lane28 = hdr.agq.lane28 >> 4;
+        hdr.agq.lane29 = hdr.agq.lane29 >> 4;
+        hdr.agq.lane30 = hdr.agq.lane30 >> 4;
+        hdr.agq.lane31 = hdr.agq.lane31 >> 4;
     }
     action trunc_12() {
         hdr.agq.lane00 = hdr.agq.lane00 >> 12;
@@ -242,17 +242,44 @@
         hdr.agq.lane31 = hdr.agq.lane31 >> 28;
     }
     table trunc_t {
-        key = { md.d : exact; }
-        actions = { trunc_4; trunc_8; trunc_12; trunc_16; trunc_20; trunc_24; trunc_28; NoAction; }
+        key = { md.r_units : exact; md.w : exact; }
+        actions = { trunc_8; trunc_4; trunc_12; trunc_16; trunc_20; trunc_24; trunc_28; NoAction; }
         const default_action = NoAction;   /* shift by 0 */
-        size = 8;
+        size = 256;
         const entries = {
-            1 : trunc_4();
-            2 : trunc_8();
-            3 : trunc_12();
-            4 : trunc_16();
-            5 : trunc_20();
-            6 : trunc_24();
-            7 : trunc_28();
+            (2, 0) : trunc_8();
+            (2, 1) : trunc_4();
+            (3, 0) : trunc_12();
+            (3, 1) : trunc_8();
+            (3, 2) : trunc_4();
+            (4, 0) : trunc_16();
+            (4, 1) : trunc_12();
+            (4, 2) : trunc_8();
+            (4, 3) : trunc_4();
+            (5, 0) : trunc_20();
+            (5, 1) : trunc_16();
+            (5, 2) : trunc_12();
+            (5, 3) : trunc_8();
+            (5, 4) : trunc_4();
+            (6, 0) : trunc_24();
+            (6, 1) : trunc_20();
+            (6, 2) : trunc_16();
+            (6, 3) : trunc_12();
+            (6, 4) : trunc_8();
+            (6, 5) : trunc_4();
+            (7, 0) : trunc_28();
+            (7, 1) : trunc_24();
+            (7, 2) : trunc_20();
+            (7, 3) : trunc_16();
+            (7, 4) : trunc_12();
+            (7, 5) : trunc_8();
+            (7, 6) : trunc_4();
+            (8, 1) : trunc_28();
+            (8, 2) : trunc_24();
+            (8, 3) : trunc_20();
+            (8, 4) : trunc_16();
+            (8, 5) : trunc_12();
+            (8, 6) : trunc_8();
+            (8, 7) : trunc_4();
         }
     }
