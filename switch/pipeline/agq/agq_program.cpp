@@ -152,12 +152,16 @@ SwitchProgram::NamedCells AgqProgram::dump_aggregator(uint32_t row) const {
   const Impl& s = *impl_;
   if (row >= s.cfg.total_rows) return out;
   const Registers& r = s.ingress.registers();
-  auto pair = [&out](std::string name, auto cell) {
+  // Names built by appends: GCC 12's -Wrestrict misfires on operator+ chains.
+  auto pair = [&out](const char* reg, const std::string& idx, auto cell) {
+    std::string name = reg;
+    name += idx;
     out.emplace_back(name + ".v0", uint64_t(cell.lo));
-    out.emplace_back(std::move(name) + ".v1", uint64_t(cell.hi));
+    name += ".v1";
+    out.emplace_back(std::move(name), uint64_t(cell.hi));
   };
-  pair("row_occupancy", r.row_occupancy.read(row));
-  for (const auto& lane : r.lanes) pair(lane.name(), lane.read(row));
+  pair("row_occupancy", "", r.row_occupancy.read(row));
+  for (const auto& lane : r.lanes) pair(lane.name().c_str(), "", lane.read(row));
   // The slots of the job that owns this row, if any.
   for (const auto& [id, job] : s.jobs) {
     const JobPlacement& p = job.place;
@@ -166,10 +170,12 @@ SwitchProgram::NamedCells AgqProgram::dump_aggregator(uint32_t row) const {
     const uint32_t last = std::min<uint32_t>(p.slots, (row - p.row_base + 1) << p.row_shift);
     for (uint32_t sl = first; sl < last; ++sl) {
       const uint32_t i = p.slot_base + sl;
-      const std::string idx = "[" + std::to_string(i) + "]";
-      pair("slot_bitmap" + idx, r.slot_bitmap.read(i));
-      pair("slot_count" + idx, r.slot_count.read(i));
-      pair("slot_window" + idx, r.slot_window.read(i));
+      std::string idx = "[";
+      idx += std::to_string(i);
+      idx += ']';
+      pair("slot_bitmap", idx, r.slot_bitmap.read(i));
+      pair("slot_count", idx, r.slot_count.read(i));
+      pair("slot_window", idx, r.slot_window.read(i));
     }
   }
   return out;
