@@ -30,7 +30,10 @@ class ModelSwitch {
   std::vector<std::pair<uint16_t, proto::Agq>> process(uint16_t in_port, const proto::Agq& h) {
     std::vector<std::pair<uint16_t, proto::Agq>> out;
     if (h.type == proto::AgqType::PsResult) {
-      for (unsigned w = 0; w < job_.num_workers; ++w) out.push_back({uint16_t(1 + w), as_result(h, w)});
+      if (h.flags & proto::kAgqFlagRetransmit)
+        out.push_back({uint16_t(1 + h.worker_id), as_result(h, h.worker_id)});
+      else
+        for (unsigned w = 0; w < job_.num_workers; ++w) out.push_back({uint16_t(1 + w), as_result(h, w)});
       return out;
     }
     if (h.type != proto::AgqType::Data || in_port != 1 + h.worker_id) return out;

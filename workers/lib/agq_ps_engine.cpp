@@ -50,16 +50,18 @@ void AgqPsEngine::on_fallback(const proto::Agq& h) {
     return;
   }
   Seq& s = seqs_[size_t(h.slot) * 2 + h.version_bit()];
-  if (!s.valid || s.seq != h.seq) {
+  if (!s.valid || s.seq != h.seq || h.exponent != s.first.exponent) {
     // A new use of (slot, v): every worker has moved past the old one (it
-    // sent (slot, 1-v) first), so the kept result is no longer needed.
+    // sent (slot, 1-v) first), so the kept result is no longer needed. An
+    // OVERFLOW redo keeps the chunk's seq but raises the exponent, so the
+    // exponent tells its uses apart.
     if (s.valid && !s.complete) --pending_;
     s = Seq{};
     s.valid = true;
     s.seq = h.seq;
     s.first = h;
     ++pending_;
-  } else if (h.req_width != s.first.req_width || h.exponent != s.first.exponent) {
+  } else if (h.req_width != s.first.req_width) {
     ++stats_.bad;  // workers must agree on (R, e) of a sequence
     ++counters_.malformed;
     return;
@@ -68,7 +70,7 @@ void AgqPsEngine::on_fallback(const proto::Agq& h) {
   if (s.bitmap & bit) {
     if (s.complete) {
       ++stats_.resent;  // its RESULT was lost on the way to that worker
-      queue_result(s);
+      queue_result(s, h.worker_id);
     } else {
       ++stats_.duplicates;
       ++counters_.duplicates;
@@ -87,15 +89,16 @@ void AgqPsEngine::on_fallback(const proto::Agq& h) {
     ++counters_.chunks_done;
     if (s.overflow) ++stats_.overflow;
     ++stats_.ps_results;
-    queue_result(s);
+    queue_result(s, -1);
   }
 }
 
-void AgqPsEngine::queue_result(const Seq& s) {
+void AgqPsEngine::queue_result(const Seq& s, int to_worker) {
   proto::Agq r = s.first;
   r.type = proto::AgqType::PsResult;
-  r.flags = uint8_t(s.first.version_bit() | proto::kAgqFlagFallback | (s.overflow ? proto::kAgqFlagOverflow : 0));
-  r.worker_id = 0;
+  r.flags = uint8_t(s.first.version_bit() | proto::kAgqFlagFallback | (s.overflow ? proto::kAgqFlagOverflow : 0) |
+                    (to_worker >= 0 ? proto::kAgqFlagRetransmit : 0));
+  r.worker_id = uint8_t(to_worker >= 0 ? to_worker : 0);
   r.width = r.req_width;  // summed at d = 0
   r.pos = 0;
   r.guard = uint8_t(guard_);

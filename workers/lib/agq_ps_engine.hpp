@@ -6,7 +6,8 @@
 // contributions are in it sends a PS_RESULT to the switch, which multicasts
 // it to the job's workers as a RESULT with FALLBACK. A contribution for an
 // already completed sequence (a worker's retransmission: its RESULT was
-// lost) is answered with the same PS_RESULT again.
+// lost) is answered with the same PS_RESULT again, flagged RETRANSMIT with
+// that worker's id, which the switch unicasts to it alone.
 //
 // delivery = "ps": the switch sends the aggregated RESULTs of the job to the
 // PS instead of the workers; the PS (which would apply them to the model)
@@ -74,7 +75,8 @@ class AgqPsEngine {
     bool overflow = false;
   };
   void on_fallback(const proto::Agq& h);
-  void queue_result(const Seq& s);
+  // to_worker >= 0: a RETRANSMIT answer the switch unicasts to that worker only.
+  void queue_result(const Seq& s, int to_worker);
 
   AgqPsConfig cfg_;
   int guard_ = 0;

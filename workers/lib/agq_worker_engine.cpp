@@ -203,8 +203,10 @@ void AgqWorkerEngine::on_result(Logical& lw, const proto::Agq& h, uint64_t now_n
     return;
   }
   Slot& sl = lw.slots[h.slot];
+  // (seq, version) alone is not unique: OVERFLOW redos of one chunk reuse
+  // its seq on alternating versions, each with a larger exponent.
   const bool current = sl.st == St::Sent && h.version_bit() == (sl.uses & 1) &&
-                       h.seq == uint32_t(job.global(lw.round, sl.chunk));
+                       h.seq == uint32_t(job.global(lw.round, sl.chunk)) && h.exponent == sl.p.exponent;
   if (!current) {
     // The RESULT of a use we already hold (a multicast and a unicast resend
     // both arrived, or a late copy): harmless.
@@ -213,10 +215,12 @@ void AgqWorkerEngine::on_result(Logical& lw, const proto::Agq& h, uint64_t now_n
     return;
   }
   const bool fallback = h.flags & proto::kAgqFlagFallback;
-  // A fallback result is summed by the PS at d = 0: its width is the request.
-  const int width = fallback ? sl.p.width : h.width;
+  // FALLBACK = handed out by the PS: its own sums are at d = 0 (width = R,
+  // or 0 = "the request"); with delivery = ps it hands back the switch's
+  // result, whose width and pos are the switch's grant.
+  const int width = fallback && h.width == 0 ? sl.p.width : h.width;
   if (width > sl.p.width || width % 4 || width - guard_ < 2 || (!fallback && h.pos + width / 4 > 8) ||
-      h.guard != guard_ || h.exponent != sl.p.exponent || h.req_width != sl.p.width) {
+      h.guard != guard_ || h.req_width != sl.p.width) {
     ++stats_.bad_header;
     ++counters_.malformed;
     if (stats_.bad_header <= cfg_.max_print)
