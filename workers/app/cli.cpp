@@ -7,7 +7,7 @@ namespace agq::worker {
 
 int parse_options(int argc, char** argv, Options& o) {
   CLI::App app{
-      "agq-worker: DPDK workers and parameter server for agq-switch's classic pipeline.\n"
+      "agq-worker: DPDK workers and parameter server for agq-switch (classic pipeline, or --protocol agq).\n"
       "Usage: agq-worker [EAL options] -- [options]\n"
       "  e.g. agq-worker --no-huge -m 256 --no-pci -l 1 --file-prefix w0 \\\n"
       "         --vdev=net_memif0,role=client,id=0,socket=/tmp/agq1.sock,socket-abstract=no \\\n"
@@ -17,13 +17,39 @@ int parse_options(int argc, char** argv, Options& o) {
       "to verify every aggregate.\n"
       "Exit codes: 0 ok, 1 verification mismatch, 2 usage, 3 no reply / cannot connect, 4 stalled, 130 interrupted.",
       "agq-worker"};
-  std::string role = "worker";
+  std::string role = "worker", protocol = "classic";
   unsigned job_id = o.job.job_id, workers = o.job.total_workers;
   app.add_option("--role", role, "worker | ps")->check(CLI::IsMember({"worker", "ps"}))->capture_default_str();
-  app.add_option("--job-id", job_id, "job (1..31): top 5 bits of jobAndSeq")->capture_default_str();
-  app.add_option("--workers", workers, "total_workers: contributions per chunk (1..255)")->capture_default_str();
+  app.add_option("--protocol", protocol,
+                 "classic (the published AGQ program's packets) | agq (docs/PROTOCOL.md: adaptive widths, "
+                 "retransmission, PS fallback)")
+      ->check(CLI::IsMember({"classic", "agq"}))->capture_default_str();
+  app.add_option("--job-id", job_id, "job: 1..31 in classic (top 5 bits of jobAndSeq), 1..65535 in agq")
+      ->capture_default_str();
+  app.add_option("--workers", workers, "N: contributions per chunk (classic 1..255, agq 1..32)")->capture_default_str();
   app.add_option("--elements", o.job.elements, "gradient length (float32 elements)")->capture_default_str();
-  app.add_option("--window", o.job.window, "slots (chunks in flight per worker)")->capture_default_str();
+  app.add_option("--window", o.job.window,
+                 "classic: slots (chunks in flight per worker); agq: slots in flight per worker (default: --slots)")
+      ->capture_default_str();
+  app.add_option("--slots", o.agq.slots, "agq: the job's slots on the switch (its [[job]] slots)")->capture_default_str();
+  app.add_option("--rows", o.agq.rows, "agq: the job's rows on the switch, for the memory report (0: unknown)")
+      ->capture_default_str();
+  app.add_option("--rounds", o.agq.rounds, "agq: iterations; round r's widths come from round r-1's aggregate")
+      ->capture_default_str();
+  app.add_option("--init-width", o.init_width, "agq: round 0's requested width in bits (8..32, multiple of 4)")
+      ->capture_default_str();
+  app.add_option("--init-scale", o.init_scale, "agq: round 0's exponent represents |x| up to this unclipped")
+      ->capture_default_str();
+  app.add_option("--error-budget", o.error_budget,
+                 "agq: quantization step per chunk <= this x max|aggregate/N| of the previous round")
+      ->capture_default_str();
+  app.add_option("--margin", o.margin, "agq: headroom over the previous round's chunk max before clipping")
+      ->capture_default_str();
+  app.add_option("--rto-ms", o.rto_ms, "agq: first retransmission timeout per slot (doubles per retry)")
+      ->capture_default_str();
+  app.add_option("--rto-max-ms", o.rto_max_ms, "agq: retransmission timeout cap")->capture_default_str();
+  app.add_option("--max-retries", o.max_retries, "agq: retransmissions of one slot before giving up (exit 4)")
+      ->capture_default_str();
   app.add_option("--slot-base", o.job.slot_base, "first aggregator (hash1) of the job")->capture_default_str();
   app.add_option("--seqs-per-agg", o.job.seqs_per_agg,
                  "live seqs per aggregator: 1 = exact (default); 2..8 pack windows, results order-dependent")
@@ -51,7 +77,7 @@ int parse_options(int argc, char** argv, Options& o) {
   app.add_option("--idle-sleep-us", o.idle_sleep_us, "sleep when a poll finds nothing to do (0: busy-poll)")
       ->capture_default_str();
   app.add_flag("--json", o.json, "print the final summary as one JSON object on stdout");
-  app.add_option("--output", o.output, "PS: write the dequantized aggregate (float32 .npy)");
+  app.add_option("--output", o.output, "classic PS / agq worker: write the dequantized aggregate (float32 .npy; agq: last round)");
   app.add_option("--max-print", o.max_print, "PS: mismatches printed in full")->capture_default_str();
   try {
     app.parse(argc, argv);
@@ -59,6 +85,27 @@ int parse_options(int argc, char** argv, Options& o) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   o.role = role == "ps" ? Role::Ps : Role::Worker;
+  if (protocol == "agq") {
+    o.protocol = Protocol::Agq;
+    if (job_id > 65535 || workers > 32) {
+      std::fprintf(stderr, "agq-worker: agq: --job-id must be 1..65535 and --workers 1..32\n");
+      return 2;
+    }
+    o.agq.job_id = uint16_t(job_id);
+    o.agq.num_workers = uint8_t(workers);
+    o.agq.elements = o.job.elements;
+    // --window defaults to every slot in agq (classic's default is its slot count).
+    o.agq.window = app.count("--window") ? o.job.window : 0;
+    if (const std::string err = o.agq.validate(); !err.empty()) {
+      std::fprintf(stderr, "agq-worker: %s\n", err.c_str());
+      return 2;
+    }
+    if (o.ids.empty()) {
+      std::fprintf(stderr, "agq-worker: --ids needs at least one worker id\n");
+      return 2;
+    }
+    return -1;
+  }
   if (job_id > 255 || workers > 255) {
     std::fprintf(stderr, "agq-worker: --job-id and --workers must fit in 8 bits\n");
     return 2;

@@ -46,7 +46,10 @@ int main(int argc, char** argv) {
       eal_cleanup();
       return 3;
     }
-    rc = o.role == Role::Ps ? run_ps(o, ports) : run_worker(o, ports);
+    if (o.protocol == Protocol::Agq)
+      rc = o.role == Role::Ps ? run_agq_ps(o, ports) : run_agq_worker(o, ports);
+    else
+      rc = o.role == Role::Ps ? run_ps(o, ports) : run_worker(o, ports);
     ports.close();
   }
   eal_cleanup();

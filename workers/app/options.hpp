@@ -5,15 +5,26 @@
 #include <string>
 #include <vector>
 
+#include "lib/agq_job.hpp"
 #include "lib/job.hpp"
 
 namespace agq::worker {
 
 enum class Role { Worker, Ps };
+enum class Protocol { Classic, Agq };
 
 struct Options {
   Role role = Role::Worker;
+  Protocol protocol = Protocol::Classic;  // --protocol; classic stays the default
   JobSpec job;
+  AgqJobSpec agq;                 // --protocol agq: job, slots, window, rounds, rows
+  int init_width = 16;
+  double init_scale = 4.0;
+  double error_budget = 1e-3;
+  double margin = 2.0;
+  double rto_ms = 20.0;
+  double rto_max_ms = 640.0;
+  unsigned max_retries = 25;
   std::string source = "normal";
   uint64_t seed = 1;
   double range = 4.0;

@@ -1,4 +1,4 @@
-// The two roles' main loops around the DPDK-free engines.
+// The roles' main loops (classic and agq protocol) around the DPDK-free engines.
 #pragma once
 
 #include "app/options.hpp"
@@ -8,6 +8,8 @@ namespace agq::worker {
 
 int run_worker(const Options& o, Ports& ports);
 int run_ps(const Options& o, Ports& ports);
+int run_agq_worker(const Options& o, Ports& ports);
+int run_agq_ps(const Options& o, Ports& ports);
 
 // Set by SIGINT/SIGTERM: the loops stop, print their summary, exit 130.
 extern volatile bool g_stop;

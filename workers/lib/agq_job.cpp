@@ -1,6 +1,10 @@
 #include "lib/agq_job.hpp"
 
+#include "proto/agq.hpp"
+
 namespace agq::worker {
+
+static_assert(kAgqLanes == proto::kAgqLanes);
 
 std::string AgqJobSpec::validate() const {
   if (job_id < 1) return "--job-id must be 1..65535 (0 is invalid in the agq header)";

@@ -13,11 +13,11 @@
 #include <cstdint>
 #include <string>
 
-#include "proto/agq.hpp"
-
 namespace agq::worker {
 
-inline constexpr int kAgqLanes = proto::kAgqLanes;
+// = proto::kAgqLanes (checked in agq_job.cpp); no proto include here so the
+// CLI translation unit, which sees only this header, needs no switch headers.
+inline constexpr int kAgqLanes = 32;
 
 struct AgqJobSpec {
   uint16_t job_id = 1;        // 1..65535 (the switch's [[job]] id)

@@ -1,0 +1,191 @@
+// The agq protocol's roles around the DPDK-free engines (lib/agq_*):
+// options -> engine config, the shared poll loop, the summary (text or JSON).
+#include <cstdio>
+
+#include "app/poll_loop.hpp"
+#include "app/run.hpp"
+#include "lib/agq_ps_engine.hpp"
+#include "lib/agq_worker_engine.hpp"
+#include "lib/npy.hpp"
+
+namespace agq::worker {
+
+namespace {
+
+std::string hist_json(const std::array<uint64_t, 9>& h) {
+  Json j;
+  for (int i = 1; i <= 8; ++i)
+    if (h[i]) j.num(std::to_string(4 * i).c_str(), h[i]);
+  return j.done();
+}
+
+std::string hist_text(const std::array<uint64_t, 9>& h) {
+  std::string s;
+  for (int i = 1; i <= 8; ++i)
+    if (h[i]) {
+      if (!s.empty()) s += ' ';  // piecewise: GCC 12's -Wrestrict false positive on "lit" + string
+      s += std::to_string(4 * i);
+      s += "b:";
+      s += std::to_string(h[i]);
+    }
+  return s.empty() ? "-" : s;
+}
+
+std::string per_round_json(const AgqStats& s) {
+  std::string out = "[";
+  for (size_t r = 0; r < s.round_seqs.size(); ++r) {
+    if (r) out += ',';
+    char b[32];
+    std::snprintf(b, sizeof b, "%.4g", s.round_seqs[r] ? double(s.round_granted_sum[r]) / double(s.round_seqs[r]) : 0.0);
+    out += b;
+  }
+  return out + "]";
+}
+
+}  // namespace
+
+int run_agq_worker(const Options& o, Ports& ports) {
+  AgqWorkerConfig cfg;
+  cfg.job = o.agq;
+  cfg.source = o.source;
+  cfg.seed = o.seed;
+  cfg.ids = o.ids;
+  cfg.ports.clear();
+  for (size_t i = 0; i < o.ids.size(); ++i) cfg.ports.push_back(uint16_t(i % ports.count()));
+  cfg.port_names = ports.names();
+  cfg.init_width = o.init_width;
+  cfg.init_scale = o.init_scale;
+  cfg.error_budget = o.error_budget;
+  cfg.margin = o.margin;
+  cfg.rto_ns = uint64_t(o.rto_ms * 1e6);
+  cfg.rto_max_ns = uint64_t(o.rto_max_ms * 1e6);
+  cfg.max_retries = o.max_retries;
+  cfg.reply_timeout_ns = uint64_t(o.reply_timeout_s * 1e9);
+  cfg.max_print = o.max_print;
+  AgqWorkerEngine eng;
+  std::string err;
+  if (!eng.init(cfg, err)) {
+    std::fprintf(stderr, "agq-worker: %s\n", err.c_str());
+    return 2;
+  }
+  poll_loop(eng, ports, o, "worker");
+  const Counters& c = eng.counters();
+  const AgqStats& s = eng.stats();
+  // Throughput from the first DATA to the last RESULT: start-up and linger excluded.
+  const double secs = eng.last_result_ns() > eng.first_send_ns()
+                          ? double(eng.last_result_ns() - eng.first_send_ns()) * 1e-9 : 0.0;
+  int rc = 0;
+  std::string status = "ok";
+  if (g_stop) {
+    rc = 130;
+    status = "interrupted";
+  } else if (eng.failed()) {
+    rc = eng.failure_code();
+    status = "failed";
+    std::fprintf(stderr, "agq-worker: %s\n", eng.diagnostic().c_str());
+  } else if (s.mismatches || s.bad_header) {
+    rc = 1;
+    status = "mismatch";
+  }
+  if (!o.output.empty() && s.rounds_done == o.agq.rounds) {
+    // The last round's aggregate as the job sees it: identical in every worker.
+    std::vector<float> agg = eng.aggregate(0);
+    agg.resize(o.agq.elements);
+    if (!save_float32_npy(o.output, agg, err)) {
+      std::fprintf(stderr, "agq-worker: %s\n", err.c_str());
+      if (rc == 0) rc = 1;
+    }
+  }
+  std::string ids;
+  for (unsigned id : o.ids) {
+    if (!ids.empty()) ids += ',';
+    ids += std::to_string(id);
+  }
+  const double eps = secs > 0 ? double(eng.elements_done()) / secs : 0.0;
+  const double avg = s.avg_granted_bits();
+  const double saving = avg > 0 ? 32.0 / avg : 0.0;
+  const double row_seqs = s.row_samples ? double(s.row_seqs_sum) / double(s.row_samples) : 0.0;
+  const double row_bits = s.row_samples ? double(s.row_bits_sum) / double(s.row_samples) : 0.0;
+  if (o.json) {
+    std::printf(
+        "%s\n",
+        Json()
+            .str("role", "worker").str("protocol", "agq").str("status", status).str("ids", ids)
+            .num("job_id", uint64_t(o.agq.job_id)).num("workers", uint64_t(o.agq.num_workers))
+            .num("rounds", uint64_t(o.agq.rounds)).num("chunks", o.agq.chunks())
+            .num("rounds_done", s.rounds_done).num("seconds", secs).num("elements_done", eng.elements_done())
+            .num("elements_per_s", eps).num("results", s.results).num("exact", s.exact)
+            .num("mismatches", s.mismatches).num("bad_header", s.bad_header).num("fallbacks", s.fallbacks)
+            .num("overflow_results", s.overflow_results).num("redos", s.redos)
+            .num("retransmissions", s.retransmissions).num("max_retries_seen", s.max_retries_seen)
+            .num("duplicate_results", s.duplicate_results)
+            .raw("req_widths", hist_json(s.req_hist)).raw("granted_widths", hist_json(s.granted_hist))
+            .raw("avg_granted_bits_per_round", per_round_json(s))
+            .raw("memory", Json()
+                               .num("sequences", s.seqs).num("aggregated_in_switch", s.seqs_aggregated)
+                               .num("avg_req_bits", s.avg_req_bits()).num("avg_granted_bits", avg)
+                               .num("baseline_bits", uint64_t(32)).num("saving_x", saving)
+                               .num("seqs_per_row_half_mean", row_seqs).num("seqs_per_row_half_max", s.row_seqs_max)
+                               .num("bits_per_row_half_mean", row_bits).num("bits_per_row_half_max", s.row_bits_max)
+                               .done())
+            .raw("quantization_error", Json()
+                                           .num("elements", s.error.elements).num("clipped", s.error.clipped)
+                                           .num("max_abs", s.error.max_abs).num("rms", s.error.rms())
+                                           .num("max_over_bound", s.error.max_over_bound)
+                                           .done())
+            .raw("counters", counters_json(c))
+            .done()
+            .c_str());
+  } else {
+    std::printf(
+        "worker %s: %s in %.2f s: %llu/%u rounds, %llu results (%llu exact, %llu MISMATCHES), %.3g elem/s\n"
+        "worker %s: widths requested [%s] granted [%s]; per round avg granted %s bits\n"
+        "worker %s: switch memory: %.2f bits per element vs 32 -> %.2fx less; a row half holds %.2f sequences "
+        "(max %llu), %.1f of 32 bits (max %llu)\n"
+        "worker %s: retransmissions %llu, fallbacks to the PS %llu, overflow results %llu (redone %llu), "
+        "duplicate results %llu\n"
+        "worker %s: error vs float sum: max %.3g, rms %.3g (%.2f of the bound), %llu clipped elements\n",
+        ids.c_str(), status.c_str(), secs, (unsigned long long)s.rounds_done, o.agq.rounds,
+        (unsigned long long)s.results, (unsigned long long)s.exact, (unsigned long long)s.mismatches, eps,
+        ids.c_str(), hist_text(s.req_hist).c_str(), hist_text(s.granted_hist).c_str(), per_round_json(s).c_str(),
+        ids.c_str(), avg, saving, row_seqs, (unsigned long long)s.row_seqs_max, row_bits,
+        (unsigned long long)s.row_bits_max, ids.c_str(), (unsigned long long)s.retransmissions,
+        (unsigned long long)s.fallbacks, (unsigned long long)s.overflow_results, (unsigned long long)s.redos,
+        (unsigned long long)s.duplicate_results, ids.c_str(), s.error.max_abs, s.error.rms(),
+        s.error.max_over_bound, (unsigned long long)s.error.clipped);
+  }
+  std::fflush(stdout);
+  return rc;
+}
+
+int run_agq_ps(const Options& o, Ports& ports) {
+  AgqPsEngine eng;
+  std::string err;
+  if (!eng.init({o.agq, 0}, err)) {
+    std::fprintf(stderr, "agq-worker: %s\n", err.c_str());
+    return 2;
+  }
+  poll_loop(eng, ports, o, "ps");
+  // The agq PS serves until it is stopped: SIGINT/SIGTERM is its normal end.
+  const AgqPsStats& s = eng.stats();
+  const Counters& c = eng.counters();
+  if (o.json) {
+    std::printf("%s\n", Json()
+                            .str("role", "ps").str("protocol", "agq").str("status", "ok")
+                            .num("job_id", uint64_t(o.agq.job_id)).num("fallback_data", s.fallback_data)
+                            .num("sequences", s.sequences).num("ps_results", s.ps_results).num("resent", s.resent)
+                            .num("duplicates", s.duplicates).num("relayed", s.relayed).num("overflow", s.overflow)
+                            .num("bad", s.bad).raw("counters", counters_json(c))
+                            .done().c_str());
+  } else {
+    std::printf("ps: job %u: %llu fallback contributions -> %llu sequences summed, %llu PS_RESULTs resent, "
+                "%llu duplicates, %llu results relayed (delivery = ps), %llu bad\n",
+                o.agq.job_id, (unsigned long long)s.fallback_data, (unsigned long long)s.sequences,
+                (unsigned long long)s.resent, (unsigned long long)s.duplicates, (unsigned long long)s.relayed,
+                (unsigned long long)s.bad);
+  }
+  std::fflush(stdout);
+  return s.bad ? 1 : 0;
+}
+
+}  // namespace agq::worker
