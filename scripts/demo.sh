@@ -4,9 +4,10 @@
 # server and 4 workers in 2 processes (memif clients) on one job, prints the
 # PS's verification summary, the workers' summaries and the switch's
 # counters, and stops every process it started (also on Ctrl-C or error).
+# Then runs scripts/demo_agq.sh: the agq pipeline with two jobs.
 #
 # Usage: scripts/demo.sh [ELEMENTS [WINDOW]]    (defaults 1000000 and 512)
-# Env:   AGQ_BUILD_DIR (default build), AGQ_DEMO_SOURCE (default normal)
+# Env:   AGQ_BUILD_DIR (default build), AGQ_DEMO_SOURCE (default normal), AGQ_DEMO_AGQ=0 (classic only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -92,4 +93,13 @@ cat "$tmp/ps.out"
 echo "== switch counters (agqctl counters)"
 "$build/switch/agqctl" --socket "$tmp/ctl.sock" counters | grep -E '^(agq_packets|contributions|allocations|completions|absorbed|acks|acks_released|collisions|drops_agq|dp\.(rx|tx|tx_dropped|clones)) ' || true
 if [ "$rc" -eq 0 ]; then echo "== demo: every aggregate verified exact"; else echo "== demo: FAILED (exit $rc)"; fi
+# Second part: the project's agq pipeline (two jobs, adaptive widths, memory
+# saving, PS fallback). AGQ_DEMO_AGQ=0 skips it.
+if [ "$rc" -eq 0 ] && [ "${AGQ_DEMO_AGQ:-1}" = 1 ]; then
+  cleanup  # the classic switch and its workers leave first
+  pids=()
+  echo
+  echo "== the agq pipeline: scripts/demo_agq.sh"
+  AGQ_BUILD_DIR="$build" scripts/demo_agq.sh || rc=$?
+fi
 exit "$rc"
