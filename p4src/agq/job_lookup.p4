@@ -100,7 +100,7 @@ control JobCheck(inout ingress_headers_t hdr,
             md.verdict = V_DROP; md.ctr = C_DROPS_BAD_WORKER;
         } else if (hdr.agq.slot >= md.job_slots) {
             md.verdict = V_DROP; md.ctr = C_DROPS_BAD_SLOT;
-        } else if (hdr.agq.req_width[1:0] != 0 || hdr.agq.req_width < 8 ||
+        } else if (hdr.agq.req_width[1:0] != 0 || hdr.agq.req_width < 4 ||
                    hdr.agq.req_width > 32) {
             md.verdict = V_DROP; md.ctr = C_DROPS_BAD_WIDTH;
         }

@@ -136,6 +136,11 @@ TEST(AgqCodec, WidthFromErrorBudget) {
   // A tighter budget asks for more bits, a looser one for fewer.
   EXPECT_GT(choose_params(1.0, 1.0, 1e-6, 2.0, g).width, 16);
   EXPECT_LT(choose_params(1.0, 1.0, 1e-1, 2.0, g).width, 16);
+  // 1024x smaller: 3 value bits + 1 guard bit, the narrowest window (8x packing).
+  EXPECT_EQ(choose_params(1.0 / 1024, 1.0, 1e-3, 2.0, g).width, 4);
+  // Never fewer than 2 value bits: with 8 workers (g = 3) the floor is 8 bits.
+  EXPECT_EQ(min_width(guard_bits(8)), 8);
+  EXPECT_EQ(choose_params(1.0 / 4096, 1.0, 1e-3, 2.0, guard_bits(8)).width, 8);
   // An all-zero chunk: narrowest width.
   EXPECT_EQ(choose_params(0.0, 1.0, 1e-3, 2.0, g).width, kMinWidth);
   // An unreachable budget saturates at 32 bits.

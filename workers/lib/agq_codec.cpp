@@ -63,14 +63,14 @@ ChunkParams initial_params(int init_width, double init_scale, int guard) {
 }
 
 ChunkParams choose_params(double chunk_max, double tensor_max, double budget, double margin, int guard) {
-  if (!(tensor_max > 0)) return {kMinWidth, kMinExponent};  // the whole tensor summed to zero
+  if (!(tensor_max > 0)) return {min_width(guard), kMinExponent};  // the whole tensor summed to zero
   const double step = budget * tensor_max;
   if (!(chunk_max > 0)) {
     // Nothing to represent: the narrowest width, at a step within budget.
-    return {kMinWidth, std::clamp(int(std::floor(std::log2(step))), kMinExponent, kMaxExponent)};
+    return {min_width(guard), std::clamp(int(std::floor(std::log2(step))), kMinExponent, kMaxExponent)};
   }
   ChunkParams p{kMaxWidth, exponent_for(chunk_max * margin, kMaxWidth - guard)};
-  for (int r = kMinWidth; r <= kMaxWidth; r += 4) {
+  for (int r = min_width(guard); r <= kMaxWidth; r += 4) {
     const int e = exponent_for(chunk_max * margin, r - guard);
     if (std::ldexp(1.0, e) <= step) return {r, e};
   }

@@ -14,13 +14,15 @@
 
 namespace agq::worker::agqc {
 
-inline constexpr int kMinWidth = 8;   // req_width range of the protocol, multiples of 4
+inline constexpr int kMinWidth = 4;   // req_width range of the protocol, multiples of 4
 inline constexpr int kMaxWidth = 32;
 inline constexpr int kMinExponent = -120;  // the header's int8 exponent, with headroom for e + 2 redos
 inline constexpr int kMaxExponent = 120;
 
 // Guard bits of a job of N workers: N additions of W-g bit values fit in W bits.
 int guard_bits(unsigned n);
+// The narrowest request that leaves at least 2 value bits (PROTOCOL.md §2, w_min).
+inline int min_width(int guard) { return ((guard + 2 + 3) / 4) * 4 < kMinWidth ? kMinWidth : ((guard + 2 + 3) / 4) * 4; }
 
 struct Encoded {
   uint32_t u = 0;
@@ -52,7 +54,7 @@ ChunkParams initial_params(int init_width, double init_scale, int guard);
 
 // §5: from m = max |aggregate / N| over the chunk (previous round), the
 // tensor-wide max M of the same, the relative error budget and a safety
-// margin: the smallest R in 8..32 whose step 2^e, with e sized so that
+// margin: the smallest R in min_width(guard)..32 whose step 2^e, with e sized so that
 // m * margin is not clipped, is <= budget * M. A chunk that was all zero
 // gets the narrowest width. Deterministic: same inputs, same answer in
 // every process.

@@ -59,7 +59,7 @@ bool Ingress::validate(const proto::Agq& a, Metadata& md, const tna::IngressIntr
     md.drop = AgqDrop::BadSlot;
     return false;
   }
-  if (a.type == AgqType::Data && (a.req_width % 4 != 0 || a.req_width < 8 || a.req_width > 32)) {
+  if (a.type == AgqType::Data && (a.req_width % 4 != 0 || a.req_width < 4 || a.req_width > 32)) {
     md.drop = AgqDrop::BadWidth;
     return false;
   }
