@@ -74,19 +74,7 @@ int run_agq_worker(const Options& o, Ports& ports) {
   // Throughput from the first DATA to the last RESULT: start-up and linger excluded.
   const double secs = eng.last_result_ns() > eng.first_send_ns()
                           ? double(eng.last_result_ns() - eng.first_send_ns()) * 1e-9 : 0.0;
-  int rc = 0;
-  std::string status = "ok";
-  if (g_stop) {
-    rc = 130;
-    status = "interrupted";
-  } else if (eng.failed()) {
-    rc = eng.failure_code();
-    status = "failed";
-    std::fprintf(stderr, "agq-worker: %s\n", eng.diagnostic().c_str());
-  } else if (s.mismatches || s.bad_header) {
-    rc = 1;
-    status = "mismatch";
-  }
+  auto [rc, status] = outcome_of(eng, s.mismatches || s.bad_header);
   if (!o.output.empty() && s.rounds_done == o.agq.rounds) {
     // The last round's aggregate as the job sees it: identical in every worker.
     std::vector<float> agg = eng.aggregate(0);

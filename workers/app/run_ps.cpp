@@ -71,19 +71,7 @@ int run_ps(const Options& o, Ports& ports) {
   const Counters& c = eng.counters();
   const VerifyStats& v = eng.verify_stats();
 
-  int rc = 0;
-  std::string status = "ok";
-  if (g_stop) {
-    rc = 130;
-    status = "interrupted";
-  } else if (eng.failed()) {
-    rc = eng.failure_code();
-    status = "failed";
-    std::fprintf(stderr, "agq-worker: %s\n", eng.diagnostic().c_str());
-  } else if (v.mismatches) {
-    rc = 1;
-    status = "mismatch";
-  }
+  auto [rc, status] = outcome_of(eng, v.mismatches);
   if (!o.output.empty() && !write_output(eng, o) && rc == 0) rc = 1;
   const double eps = secs > 0 ? double(eng.elements_done()) / secs : 0.0;
   if (o.json) {

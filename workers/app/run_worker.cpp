@@ -32,16 +32,7 @@ int run_worker(const Options& o, Ports& ports) {
   const double secs = double(now_ns() - t0) * 1e-9;
   const Counters& c = eng.counters();
 
-  int rc = 0;
-  std::string status = "ok";
-  if (g_stop) {
-    rc = 130;
-    status = "interrupted";
-  } else if (eng.failed()) {
-    rc = eng.failure_code();
-    status = "failed";
-    std::fprintf(stderr, "agq-worker: %s\n", eng.diagnostic().c_str());
-  }
+  auto [rc, status] = outcome_of(eng, false);
   std::string ids;
   for (unsigned id : o.ids) {
     if (!ids.empty()) ids += ',';  // piecewise: GCC 12's -Wrestrict false positive on "lit" + string
