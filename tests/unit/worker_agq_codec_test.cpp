@@ -50,7 +50,7 @@ TEST(AgqCodec, RoundTripEveryWidth) {
   std::normal_distribution<float> nd(0.0f, 1.0f);
   for (unsigned n : {1u, 2u, 3u, 4u, 7u, 32u}) {
     const int g = guard_bits(n);
-    for (int r = kMinWidth; r <= kMaxWidth; r += 4) {
+    for (int r = min_width(g); r <= kMaxWidth; r += 4) {
       const int e = exponent_for(4.0, r - g);
       for (int w = 4; w <= r; w += 4) {
         if (w - g < 2) continue;

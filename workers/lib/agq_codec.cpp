@@ -49,6 +49,7 @@ double error_bound(unsigned n, int exponent, int d) {
 }
 
 int exponent_for(double range, int value_bits) {
+  if (value_bits < 2) return kMaxExponent;  // no representable magnitude (callers use min_width)
   const double top = double((uint64_t(1) << (value_bits - 1)) - 1);
   if (!(range > 0) || !std::isfinite(range)) return kMinExponent;
   // Smallest e with range / 2^e <= top (rounding up to top + 0.5 would clip).
