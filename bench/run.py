@@ -584,6 +584,9 @@ def markdown(res: dict) -> str:
             L.append(f"| {r['width_bits']} | {r['seqs_per_aggregator']} | {r['seqs_per_mib_lanes']:.0f} | "
                      f"{r['seqs_per_mib_with_control']:.0f} | {r['vs_32bit_design']:.2f}x |")
         L.append("")
+    if res.get("agq_memory_md"):
+        L += ["## Aggregator memory and quantization error (agq): bench_memory", "",
+              res["agq_memory_md"].strip(), ""]
     return "\n".join(L)
 
 
@@ -714,7 +717,7 @@ def main() -> int:
         if not (build / "build.ninja").exists():
             subprocess.run(["cmake", "-S", SRC, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release"],
                            check=True, capture_output=not a.verbose)
-        targets = ["agq-switch", "bench_pipeline", "bench_gen"]
+        targets = ["agq-switch", "bench_pipeline", "bench_gen", "bench_memory"]
         r = subprocess.run(["ninja", "-C", build, "-t", "targets", "all"], capture_output=True, text=True)
         for t in ("agq-worker", "bench_mpi_allreduce"):
             if re.search(rf"^{t}:", r.stdout, re.M):
@@ -758,6 +761,9 @@ def main() -> int:
         if "e2e" in parts:
             res["e2e"] = bench.e2e()
         res["memory"] = memory_efficiency()
+        if (build / "bench" / "bench_memory").exists():
+            res["agq_memory_md"] = subprocess.run([build / "bench" / "bench_memory"], check=True,
+                                                  capture_output=True, text=True).stdout
     except KeyboardInterrupt:
         progress.done()
         print("bench: interrupted; partial results written", file=sys.stderr)
