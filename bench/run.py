@@ -406,6 +406,60 @@ class Bench:
                 "ps_retries": pj["counters"]["retries"], "mismatches": pj.get("mismatches"),
                 "quantization_rms": pj.get("quantization_error", {}).get("rms")}
 
+    def e2e_agq_one(self, n: int, mbytes: int) -> dict | None:
+        """agq pipeline: one job of n workers (ids alternate between switch
+        ports 1 and 2, two worker processes), PS on port 0 for fallback,
+        256 slots in 128 rows, one round, error budget 1e-3; addresses as
+        agq-worker derives them (workers/README.md)."""
+        elements = mbytes * (1 << 20) // 4
+        for i in range(3):
+            (self.work / f"m{i}.sock").unlink(missing_ok=True)
+        job = ('[agq]\ntotal_rows = 256\ntotal_slots = 512\n[[job]]\nid = 1\n'
+               f'workers = {n}\nslots = 256\nrows = 128\ndelivery = "multicast"\nps_port = 0\n'
+               'ps_ip = "10.128.1.254"\nps_mac = "02:00:01:00:01:fe"\n')
+        for w in range(n):
+            job += (f'[[job.worker]]\nid = {w}\nport = {1 + w % 2}\nip = "10.128.1.{w + 1}"\n'
+                    f'mac = "02:00:01:00:01:{w + 1:02x}"\n')
+        cfg = self.work / "e2e_agq.toml"
+        cfg.write_text('[switch]\npipeline = "agq"\n' + job)
+        ctl = self.work / "ctl.sock"
+        sw = self.procs.start("e2e_agq_switch", [self.bin["switch"],
+                                                 *eal(self.procs.prefix("eq"), ["-l", "0"], self.memif_vdevs("server", 3)),
+                                                 "--", "--config", cfg, "--ctl-socket", ctl, "--idle-sleep-us", "0",
+                                                 "--quiet"])
+        if not wait_for(lambda: all((self.work / f"m{i}.sock").exists() for i in range(3)), 15):
+            self.procs.stop(sw)
+            return None
+        args = ["--protocol", "agq", "--job-id", 1, "--workers", n, "--slots", 256, "--rows", 128,
+                "--elements", elements, "--rounds", 1, "--error-budget", "1e-3", "--progress", 0, "--json"]
+
+        def proc(name, sock, extra):
+            v = f"net_memif0,role=client,id=0,socket={self.work}/m{sock}.sock,socket-abstract=no"
+            return self.procs.start(name, [self.bin["worker"], *eal(self.procs.prefix(name), ["-l", "1"], [v], 256),
+                                           "--", *extra, *args])
+
+        ps = proc("e2e_agq_ps", 0, ["--role", "ps"])
+        wait_for(lambda: "ready" in output(ps) or ps.poll() is not None, 15)
+        ws = [proc(f"e2e_agq_w{k}", 1 + k, ["--ids", ",".join(str(i) for i in range(k, n, 2))]) for k in range(2)]
+        for w in ws:
+            self.procs.wait(w, 600)
+        self.procs.stop(ps)
+        self.procs.stop(sw)
+        wj = [json_lines(output(w)) for w in ws]
+        if not all(wj):
+            return {"workers": n, "mbytes": mbytes, "status": "failed", "pipeline": "agq"}
+        wj = [x[-1] for x in wj]
+        secs = max(w["seconds"] for w in wj) or float("nan")
+        return {"pipeline": "agq", "workers": n, "mbytes": mbytes, "elements": elements,
+                "status": "ok" if all(w["status"] == "ok" for w in wj) else "failed",
+                "seconds": secs, "elements_per_s": elements / secs,
+                "goodput_gbps": elements * 32 / secs / 1e9,
+                "retransmissions": sum(w["retransmissions"] for w in wj),
+                "mismatches": sum(w["mismatches"] for w in wj),
+                "avg_granted_bits": wj[0]["memory"]["avg_granted_bits"],
+                "memory_saving_x": wj[0]["memory"]["saving_x"],
+                "quantization_rms": wj[0]["quantization_error"]["rms"]}
+
     def mpi_one(self, n: int, mbytes: int) -> dict | None:
         mpirun = shutil.which("mpirun")
         if not mpirun or not self.bin["mpi"].exists():
@@ -433,7 +487,7 @@ class Bench:
             plan = {2: [1, 16, 64, 256], 4: [1, 16, 64, 256], 8: [1, 16, 64, 256]}
             budget = 60.0
         have_workers = self.bin["worker"].exists()
-        agq, mpi, skipped = [], [], []
+        agq, agqp, mpi, skipped = [], [], [], []
         for n, sizes in plan.items():
             rate = None  # elements/s of the previous size: predicts the next run's time
             for mb in sizes:
@@ -447,11 +501,15 @@ class Bench:
                     if r:
                         agq.append(r)
                         rate = r.get("elements_per_s")
+                    self.progress(f"end to end: agq-worker --protocol agq N={n} {mb} MB")
+                    r = self.e2e_agq_one(n, mb)
+                    if r:
+                        agqp.append(r)
                 self.progress(f"end to end: MPI_Allreduce N={n} {mb} MB")
                 m = self.mpi_one(n, mb)
                 if m:
                     mpi.append(m)
-        return {"agq": agq, "mpi": mpi, "skipped": skipped, "time_budget_s": budget,
+        return {"agq": agq, "agq_pipeline": agqp, "mpi": mpi, "skipped": skipped, "time_budget_s": budget,
                 "workers_built": have_workers}
 
 
@@ -571,6 +629,17 @@ def markdown(res: dict) -> str:
                      f"{fmt(a.get('goodput_gbps'), 3)} | {fmt(a.get('retransmissions'))} | {fmt(a.get('ps_retries'))} | "
                      f"{fmt(a.get('mismatches'))} | {fmt(m.get('seconds'), 3)} | "
                      f"{fmt(m.get('elements_per_s'), 0) if m else '–'} | {fmt(m.get('goodput_gbps'), 3)} | {fmt(ratio, 3)} |")
+        if e.get("agq_pipeline"):
+            L += ["", "The agq pipeline (`agq-worker --protocol agq`, one round, error budget 1e-3, "
+                  "256 slots in 128 rows), same tensors:", "",
+                  "| N | tensor MB | s | elem/s | Gbit/s | retransmissions | mismatches | avg granted bits | "
+                  "memory vs 32 bit | rms error |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            for a in e["agq_pipeline"]:
+                L.append(f"| {a['workers']} | {a['mbytes']} | {fmt(a.get('seconds'))} | "
+                         f"{fmt(a.get('elements_per_s'), 0)} | {fmt(a.get('goodput_gbps'), 3)} | "
+                         f"{fmt(a.get('retransmissions'))} | {fmt(a.get('mismatches'))} | "
+                         f"{fmt(a.get('avg_granted_bits'))} | {fmt(a.get('memory_saving_x'))}x | "
+                         f"{fmt(a.get('quantization_rms'), 6)} |")
         if e["skipped"]:
             L += ["", "Skipped (predicted time over the per-run budget of "
                   f"{e['time_budget_s']:.0f} s): " + ", ".join(f"N={s['workers']} {s['mbytes']} MB "
@@ -657,13 +726,13 @@ def plots(res: dict, out: Path) -> list[str]:
     e = res.get("e2e")
     if e and (e["agq"] or e["mpi"]):
         fig, ax = plt.subplots(figsize=(7, 4))
-        for src, style in (("agq", "-o"), ("mpi", "--s")):
-            for n in sorted({r["workers"] for r in e[src]}):
+        names = {"agq": "classic", "agq_pipeline": "agq", "mpi": "MPI_Allreduce"}
+        for src, style in (("agq", "-o"), ("agq_pipeline", "-^"), ("mpi", "--s")):
+            for n in sorted({r["workers"] for r in e.get(src, [])}):
                 pts = sorted((r["mbytes"], r["elements_per_s"]) for r in e[src]
                              if r["workers"] == n and r.get("elements_per_s"))
                 if pts:
-                    ax.plot([p[0] for p in pts], [p[1] for p in pts], style,
-                            label=f"{'agq-switch' if src == 'agq' else 'MPI_Allreduce'} N={n}")
+                    ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=f"{names[src]} N={n}")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xlabel("tensor MB")
