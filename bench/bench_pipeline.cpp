@@ -9,9 +9,18 @@
 // only rewrites data0..3, and no control decision depends on them, so the
 // cost of a replayed frame equals the cost of a fresh one.
 //
-// Pipelines are a list (pipelines()): the project's own `agq` pipeline
-// (issue 4) gets an entry next to classic once it exists, with its own trace
-// builder, and every benchmark below runs for it too.
+// Pipelines are a list (pipelines()): each entry has a factory and its own
+// named traces. classic runs the shapes of kShapes; agq runs kAgqShapes
+// (N = 1..32 workers, granted widths 4..32 bits, retransmissions, unknown
+// jobs). A multicast decision is completed as the dataplane does it: one
+// copy of the frame per replica of the PRE group and the program's egress()
+// on each (the agq RESULT rewrite per worker), inside the timed loop.
+//
+// Counters: ns_per_pkt (every packet of the trace), ns_per_elem (time per
+// gradient element contributed: DATA packets that count x lanes per packet;
+// ACKs, resends and duplicates are overhead in it), lanes (per packet),
+// width_bits (window width), passes_per_pkt (agq: 1 + resubmissions),
+// out_per_pkt (frames leaving the switch per packet: replicas + unicasts).
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -61,11 +70,14 @@ struct Shape {
   bool stale_acks;        // ACKs for slots nobody owns (the cheap drop path)
 };
 
-const std::vector<Shape>& kAgqShapes();
+const std::vector<Shape>& kShapes();
 
 // What one benchmark replays: frames and how many of them are AGQ packets.
 struct Trace {
   std::vector<Frame> frames;
+  uint64_t elements = 0;  // gradient elements contributed per cycle (DATA that counts x lanes)
+  unsigned lanes = 0;     // lanes per aggregation packet (0: not aggregation traffic)
+  unsigned width = 0;     // window width in bits (0: not applicable)
 };
 
 std::mt19937& rng() {
@@ -104,6 +116,9 @@ Trace classic_trace(const Shape& s) {
   };
   for (unsigned w = 0; w < s.workers; ++w)
     for (unsigned slot = 0; slot < s.window; ++slot) t.frames.push_back(build_agq_classic_frame(sp, header(slot, w)));
+  t.elements = uint64_t(s.workers) * s.window * 4;
+  t.lanes = 4;
+  t.width = 32 / s.seqs_per_agg;  // the classic windows at these packings (see the Shape comment)
   for (unsigned slot = 0; slot < s.window; ++slot) {
     AgqClassic a = header(slot, 0);
     a.is_ack = 1;
@@ -130,6 +145,9 @@ Trace classic_worked_example() {
   a.is_ack = 1;
   for (int k = 0; k < 4; ++k) a.data[k] = 2 * d[k];
   t.frames.push_back(build_agq_classic_frame(spec(), a));
+  t.elements = 2 * 4;
+  t.lanes = 4;
+  t.width = 32;
   return t;
 }
 
@@ -149,23 +167,52 @@ Trace l2_trace() {
 
 // --- agq traffic --------------------------------------------------------------
 
-// One agq job per shape, so every shape has its own N and packing:
-// job id = workers * 16 + seqs_per_agg, `window` slots, window/seqs rows, so
-// seqs_per_agg sequences of 32/seqs_per_agg bits share each row. Every
-// worker sends from kIngress with its own IPv4 address.
-uint16_t agq_job_id(const Shape& s) { return uint16_t(s.workers * 16 + s.seqs_per_agg); }
+// A job per shape (docs/PROTOCOL.md): N workers, `slots` slots, and exactly
+// enough rows for every slot to hold a window of `width` bits in both
+// versions (rows = slots * width / 32: 32/width sequences share a row), so
+// every first contribution gets its full request and nothing falls back.
+struct AgqShape {
+  const char* name;
+  unsigned workers;
+  unsigned width;        // req_width = granted width, bits
+  unsigned slots = 256;  // sequences in flight
+  unsigned retx_every = 0;  // every k-th slot: worker 0 retransmits before and after completion
+  bool unknown_job = false; // DATA of an unregistered job (the cheap drop path)
+};
+
+const AgqShape kAgqShapes[] = {
+    // workers x granted width: the steady state of a job
+    {"n2_w8", 2, 8}, {"n2_w16", 2, 16}, {"n2_w32", 2, 32},
+    {"n4_w8", 4, 8}, {"n4_w16", 4, 16}, {"n4_w32", 4, 32},
+    {"n8_w8", 8, 8}, {"n8_w16", 8, 16}, {"n8_w32", 8, 32},
+    // the narrowest window: 8 sequences per row (4 bits, N <= 4)
+    {"n2_w4", 2, 4},
+    // allocation-heavy: every packet is a first contribution (2 passes) and a RESULT
+    {"n1_w32_alloc", 1, 32},
+    // aggregation-heavy: 31 of 32 packets absorbed
+    {"n32_w32", 32, 32},
+    // retransmissions: for every 4th slot worker 0 resends its DATA while the
+    // sequence is pending (dropped as a duplicate) and after it completed
+    // (the kept RESULT is unicast back): 11% of the packets are resends
+    {"n4_w16_retx", 4, 16, 256, 4},
+    {"unknown_job", 4, 16, 256, 0, true},
+};
+
+uint16_t agq_job_id(unsigned shape_index) { return uint16_t(100 + shape_index); }
 uint32_t agq_worker_ip(unsigned w) { return 0x0A000001u + w; }
 
 void add_agq_jobs(agq::pipeline::agq::AgqProgram& prog) {
-  for (const Shape& s : kAgqShapes()) {
-    if (s.stale_acks) continue;
+  unsigned i = 0;
+  for (const AgqShape& s : kAgqShapes) {
+    const uint16_t id = agq_job_id(i++);
+    if (s.unknown_job) continue;
     agq::pipeline::agq::JobSpec j;
-    j.job_id = agq_job_id(s);
+    j.job_id = id;
     j.num_workers = uint8_t(s.workers);
     for (unsigned w = 0; w < s.workers; ++w)
       j.workers.push_back({uint8_t(w), kIngress, agq_worker_ip(w), {0x02, 0, 0, 0, 1, uint8_t(w)}});
-    j.slots = s.window;
-    j.rows = s.window / s.seqs_per_agg;
+    j.slots = s.slots;
+    j.rows = s.slots * s.width / 32;
     j.ps_port = 0;
     j.ps_ipv4 = 0x0A020264;
     if (auto err = prog.add_job(j)) {
@@ -175,46 +222,63 @@ void add_agq_jobs(agq::pipeline::agq::AgqProgram& prog) {
   }
 }
 
-// Two uses of every slot (version 0, then 1), every worker, 32 lanes: a
-// replay loops back to version 0, which the bitmaps see as the next use.
-// The stale shape sends DATA of an unregistered job (the cheap drop path).
-Trace agq_trace(const Shape& s) {
+// Two uses of every slot (version 0, then 1), worker by worker over the
+// whole window as workers with a full window send: a replay loops back to
+// version 0, the next use of (slot, 0), which releases and reallocates its
+// window (so the first contribution of every sequence takes its 2 passes in
+// every cycle). Lanes are random within the value bits (W - g).
+Trace agq_trace(unsigned index) {
+  const AgqShape& s = kAgqShapes[index];
   Trace t;
-  const unsigned width = 32 / s.seqs_per_agg;
-  const int g = agq::pipeline::agq::guard_bits(s.workers);
-  for (unsigned v = 0; v < 2; ++v)
-    for (unsigned w = 0; w < s.workers; ++w)
-      for (unsigned slot = 0; slot < s.window; ++slot) {
-        auto sp = spec();
-        sp.src_port = sp.dst_port = agq::proto::kAgqPort;
-        sp.src_ip = agq_worker_ip(w);
-        agq::proto::Agq a;
-        a.flags = uint8_t(v);
-        a.job_id = s.stale_acks ? 999 : agq_job_id(s);
-        a.worker_id = uint8_t(w);
-        a.num_workers = uint8_t(s.workers);
-        a.slot = uint16_t(slot);
-        a.seq = slot;
-        a.req_width = uint8_t(width);
-        const int b = int(width) - g;
-        for (auto& x : a.lanes) x = b >= 32 ? rng()() : rng()() & ((1u << b) - 1);
-        uint8_t payload[agq::proto::Agq::kLen];
-        a.encode(payload);
-        t.frames.push_back(build_udp_frame(sp, payload));
-      }
+  t.lanes = agq::proto::kAgqLanes;
+  t.width = s.width;
+  const int g = int(agq::pipeline::agq::guard_bits(s.workers));
+  const int b = int(s.width) - g;
+  auto frame = [&](unsigned v, unsigned w, unsigned slot, bool retx) {
+    auto sp = spec();
+    sp.src_port = sp.dst_port = agq::proto::kAgqPort;
+    sp.src_ip = agq_worker_ip(w);
+    agq::proto::Agq a;
+    a.flags = uint8_t(v | (retx ? agq::proto::kAgqFlagRetransmit : 0));
+    a.job_id = agq_job_id(index);
+    a.worker_id = uint8_t(w);
+    a.num_workers = uint8_t(s.workers);
+    a.slot = uint16_t(slot);
+    a.seq = v * s.slots + slot;
+    a.req_width = uint8_t(s.width);
+    for (auto& x : a.lanes) x = b >= 32 ? rng()() : rng()() & ((1u << b) - 1);
+    uint8_t payload[agq::proto::Agq::kLen];
+    a.encode(payload);
+    t.frames.push_back(build_udp_frame(sp, payload));
+  };
+  const bool retx = s.retx_every != 0;
+  for (unsigned v = 0; v < 2; ++v) {
+    for (unsigned w = 0; w < s.workers; ++w) {
+      for (unsigned slot = 0; slot < s.slots; ++slot) frame(v, w, slot, false);
+      if (retx && w == 0 && s.workers > 1)  // pending: duplicates
+        for (unsigned slot = 0; slot < s.slots; slot += s.retx_every) frame(v, 0, slot, true);
+    }
+    if (retx)  // completed: the RESULT is resent
+      for (unsigned slot = 0; slot < s.slots; slot += s.retx_every) frame(v, 0, slot, true);
+  }
+  t.elements = s.unknown_job ? 0 : uint64_t(2) * s.workers * s.slots * t.lanes;
   return t;
 }
 
 // --- the pipeline list -----------------------------------------------------
 
+struct NamedTrace {
+  std::string name;
+  Trace trace;
+};
+
 struct PipelineUnderTest {
   std::string name;
-  // A fresh program with its forwarding entries (PS/worker ports as in
-  // conf/classic.toml, static MAC 02:..:02 -> port 2).
+  // A fresh program with its forwarding entries (static MAC 02:..:02 ->
+  // port 2) and, for agq, every shape's job.
   std::function<std::unique_ptr<agq::pipeline::SwitchProgram>(agq::tna::ReplicationEngine&)> make;
-  // Aggregation traffic of this pipeline's wire format for a shape.
-  std::function<Trace(const Shape&)> agg_trace;
-  std::function<Trace()> worked_example;  // may be empty
+  // This pipeline's traces (its wire format); l2_forward is added to every list.
+  std::function<std::vector<NamedTrace>()> traces;
 };
 
 std::vector<PipelineUnderTest> pipelines() {
@@ -226,7 +290,12 @@ std::vector<PipelineUnderTest> pipelines() {
                  p->forwarding().add_static_mac({0x02, 0, 0, 0, 0, 0x02}, 2);
                  return p;
                },
-               classic_trace, classic_worked_example});
+               [] {
+                 std::vector<NamedTrace> out;
+                 for (const Shape& s : kShapes()) out.push_back({s.name, classic_trace(s)});
+                 out.push_back({"worked_example", classic_worked_example()});
+                 return out;
+               }});
   v.push_back({"agq",
                [](agq::tna::ReplicationEngine& pre) -> std::unique_ptr<agq::pipeline::SwitchProgram> {
                  auto p = std::make_unique<agq::pipeline::agq::AgqProgram>(agq::pipeline::agq::AgqConfig{},
@@ -235,11 +304,24 @@ std::vector<PipelineUnderTest> pipelines() {
                  add_agq_jobs(*p);
                  return p;
                },
-               agq_trace, nullptr});
+               [] {
+                 std::vector<NamedTrace> out;
+                 for (unsigned i = 0; i < std::size(kAgqShapes); ++i) out.push_back({kAgqShapes[i].name, agq_trace(i)});
+                 return out;
+               }});
   return v;
 }
 
-// Replays `trace` through the program; one iteration = one packet.
+uint64_t counter(const agq::tna::Program& p, std::string_view name) {
+  uint64_t v = 0;
+  p.visit_counters([&](std::string_view n, uint64_t x) {
+    if (n == name) v = x;
+  });
+  return v;
+}
+
+// Replays `trace` through the program; one iteration = one packet, with
+// its multicast replicas through egress().
 void run_trace(benchmark::State& state, const PipelineUnderTest& pu, const Trace& trace) {
   agq::tna::ReplicationEngine pre;
   auto prog = pu.make(pre);
@@ -248,27 +330,54 @@ void run_trace(benchmark::State& state, const PipelineUnderTest& pu, const Trace
   std::vector<Frame> frames = trace.frames;
   const size_t n = frames.size();
   size_t i = 0;
-  uint64_t drops = 0;
+  uint64_t drops = 0, out = 0;
+  const bool egress = prog->has_egress();
   // Programs rewrite packets in place (an agq DATA becomes a RESULT), so
   // every iteration gets a fresh copy of the trace's frame, as a real
-  // dataplane gets a fresh mbuf: ~190 bytes of memcpy, no allocation.
-  Frame f;
+  // dataplane gets a fresh mbuf: ~190 bytes of memcpy, no allocation. Each
+  // replica gets its own copy too when the program rewrites replicas.
+  Frame f, r;
   f.reserve(2048);
+  r.reserve(2048);
   for (auto _ : state) {
     f.assign(frames[i].begin(), frames[i].end());
     const auto d = prog->process(f, md);
-    drops += d.kind == agq::tna::Decision::Kind::Drop;
+    switch (d.kind) {
+      case agq::tna::Decision::Kind::Drop: ++drops; break;
+      case agq::tna::Decision::Kind::Unicast: ++out; break;
+      case agq::tna::Decision::Kind::Multicast:
+        for (const agq::tna::Replica& rep : pre.members(d.group)) {
+          if (rep.port == d.exclude_port) continue;
+          ++out;
+          if (egress) {
+            r.assign(f.begin(), f.end());
+            prog->egress(r, rep.port, rep.rid);
+            benchmark::DoNotOptimize(r.data());
+          }
+        }
+        break;
+    }
     benchmark::DoNotOptimize(d);
     if (++i == n) i = 0;
   }
+  const double iters = double(state.iterations());
   state.SetItemsProcessed(int64_t(state.iterations()));
-  state.counters["ns_per_pkt"] = benchmark::Counter(double(state.iterations()) * 1e-9,
-                                                    benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
-  state.counters["drop_frac"] = double(drops) / double(state.iterations());
+  state.counters["ns_per_pkt"] = benchmark::Counter(iters * 1e-9, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  if (trace.elements)
+    state.counters["ns_per_elem"] = benchmark::Counter(iters * double(trace.elements) / double(n) * 1e-9,
+                                                       benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["drop_frac"] = double(drops) / iters;
+  state.counters["out_per_pkt"] = double(out) / iters;
   state.counters["trace_pkts"] = double(n);
+  state.counters["lanes"] = trace.lanes;
+  state.counters["width_bits"] = trace.width;
+  if (const uint64_t agq_pkts = counter(*prog, "agq_packets"))
+    state.counters["passes_per_pkt"] = 1.0 + double(counter(*prog, "agq_resubmits")) / double(agq_pkts);
+  if (const uint64_t fb = counter(*prog, "agq_fallback"))  // the shapes are sized so that this never happens
+    std::fprintf(stderr, "bench: %s: %llu sequences fell back to the PS\n", pu.name.c_str(), (unsigned long long)fb);
 }
 
-const Shape kShapes[] = {
+const Shape kClassicShapes[] = {
     // allocation-heavy: every chunk is 1 first packet (2 passes) + 1 ACK
     {"alloc_w1", 1, 256, 1, false},
     // the worked-example job shape at scale: 2 workers, 256 slots in flight
@@ -284,8 +393,8 @@ const Shape kShapes[] = {
     {"ack_stale", 1, 256, 1, true},
 };
 
-const std::vector<Shape>& kAgqShapes() {
-  static const std::vector<Shape> v(std::begin(kShapes), std::end(kShapes));
+const std::vector<Shape>& kShapes() {
+  static const std::vector<Shape> v(std::begin(kClassicShapes), std::end(kClassicShapes));
   return v;
 }
 
@@ -370,19 +479,11 @@ BENCHMARK(BM_LaneAdd_Packed)->Arg(4)->Arg(8)->Arg(16)->Arg(32);
 void register_pipeline_benchmarks() {
   static const std::vector<PipelineUnderTest> list = pipelines();
   for (const auto& pu : list) {
-    for (const Shape& s : kShapes) {
-      const Trace t = pu.agg_trace(s);
-      benchmark::RegisterBenchmark(("Pipeline/" + pu.name + "/" + s.name).c_str(),
-                                   [&pu, t](benchmark::State& st) { run_trace(st, pu, t); });
-    }
-    if (pu.worked_example) {
-      const Trace t = pu.worked_example();
-      benchmark::RegisterBenchmark(("Pipeline/" + pu.name + "/worked_example").c_str(),
-                                   [&pu, t](benchmark::State& st) { run_trace(st, pu, t); });
-    }
-    const Trace l2 = l2_trace();
-    benchmark::RegisterBenchmark(("Pipeline/" + pu.name + "/l2_forward").c_str(),
-                                 [&pu, l2](benchmark::State& st) { run_trace(st, pu, l2); });
+    std::vector<NamedTrace> traces = pu.traces();
+    traces.push_back({"l2_forward", l2_trace()});
+    for (auto& nt : traces)
+      benchmark::RegisterBenchmark(("Pipeline/" + pu.name + "/" + nt.name).c_str(),
+                                   [&pu, t = std::move(nt.trace)](benchmark::State& st) { run_trace(st, pu, t); });
   }
 }
 
