@@ -2,9 +2,10 @@
 // dataplane library (agq::dataplane::Ports), so it runs on any port DPDK
 // gives it; the benchmarks use two memif client ports.
 //
-//   bench_gen [EAL] -- --traffic l2|classic [--seconds S] [--warmup S]
+//   bench_gen [EAL] -- --traffic l2|classic|agq [--seconds S] [--warmup S]
 //                      [--rate-mpps R] [--burst N] [--window N] [--workers N]
-//   bench_gen --write-pcap FILE --traffic l2|classic [--stream K]   (no EAL)
+//                      [--width BITS]
+//   bench_gen --write-pcap FILE --traffic l2|classic|agq [--stream K] ...   (no EAL)
 //
 // It sends the traffic's frames cyclically on port 0 (open loop: as fast as
 // the port takes them, or paced to R Mpps), receives on every port, and
@@ -24,6 +25,19 @@
 // of `window` slots, `workers` contributions (the first allocates the slot),
 // then the PS's ACK for every slot. The generator plays workers and PS at
 // once; completions come back on the PS port, ACKs on the worker port.
+//
+// agq traffic (docs/PROTOCOL.md) is DATA of job k + 1 for stream k: N =
+// `workers` logical workers behind the one port the stream enters on, worker
+// w at IPv4 10.200.k.(w+1), MAC 02:00:c8:k:00:w (run.py writes the matching
+// [[job]]: `window` slots, rows for `width`-bit windows). A cycle is two
+// uses of every slot (version 0, then 1), worker by worker over the window,
+// as workers with a full window send; the next cycle's version 0 is the next
+// use of each slot, so every sequence allocates (2 passes), aggregates and
+// ends in a RESULT multicast to the N workers (N replicas back on the
+// stream's port). Latency for agq: DATA carries the low 32 bits of the TSC
+// in `seq` and a magic number in `reserved`, which the switch echoes in the
+// RESULT (made from the completing DATA), so a sample is: the completing
+// contribution's tx burst -> its RESULT replica's rx burst.
 #include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_ethdev.h>
@@ -40,6 +54,7 @@
 #include <vector>
 
 #include "dataplane/ports.hpp"
+#include "proto/agq.hpp"
 #include "proto/frame.hpp"
 
 namespace {
@@ -60,6 +75,7 @@ struct Opts {
   double rate_mpps = 0;  // 0: as fast as the port accepts
   unsigned burst = 32;
   unsigned window = 256, workers = 2;
+  unsigned width = 16;  // agq: req_width in bits
   size_t max_samples = 4u << 20;
 };
 
@@ -74,10 +90,52 @@ agq::proto::UdpFrameSpec spec(unsigned stream) {
   return s;
 }
 
-// Where the stamp lives: UDP payload +20 for l2, AGQ data4 for classic.
+// Where the stamp lives: UDP payload +20 for l2, AGQ data4 for classic;
+// agq: seq (32-bit TSC) and reserved (16-bit magic) of the agq header.
 constexpr int kPayloadOff = 14 + 20 + 8;
 constexpr int kStampOffL2 = kPayloadOff + 20;
 constexpr int kStampOffAgq = kPayloadOff + 4 + 4 * 4;
+constexpr int kAgqSeqOff = kPayloadOff + 8;
+constexpr int kAgqReservedOff = kPayloadOff + 18;
+constexpr uint16_t kAgqMagic = 0xBE4C;
+
+// agq addresses of stream k: 10.200.k.host; worker w is host w + 1, the PS
+// 254 (run.py's [[job]] uses the same).
+uint32_t agq_ip(unsigned stream, unsigned host) { return 0x0AC80000u | stream << 8 | host; }
+
+std::vector<Frame> make_agq_frames(const Opts& o) {
+  std::vector<Frame> out;
+  unsigned g = 0;
+  while ((1u << g) < o.workers) ++g;
+  const unsigned b = o.width - g;
+  uint32_t x = 12345;
+  for (unsigned v = 0; v < 2; ++v)
+    for (unsigned w = 0; w < o.workers; ++w)
+      for (unsigned slot = 0; slot < o.window; ++slot) {
+        agq::proto::UdpFrameSpec sp;
+        sp.dst_mac = {0x02, 0, 0xc8, uint8_t(o.stream), 0, 0xfe};
+        sp.src_mac = {0x02, 0, 0xc8, uint8_t(o.stream), 0, uint8_t(w)};
+        sp.src_ip = agq_ip(o.stream, w + 1);
+        sp.dst_ip = agq_ip(o.stream, 254);
+        sp.src_port = sp.dst_port = agq::proto::kAgqPort;
+        agq::proto::Agq a;
+        a.flags = uint8_t(v);
+        a.job_id = uint16_t(o.stream + 1);
+        a.worker_id = uint8_t(w);
+        a.num_workers = uint8_t(o.workers);
+        a.slot = uint16_t(slot);
+        a.seq = v * o.window + slot;
+        a.req_width = uint8_t(o.width);
+        for (auto& l : a.lanes) {
+          x = x * 1103515245u + 12345u;  // any values: the switch masks them to b bits
+          l = b >= 32 ? x : x & ((1u << b) - 1);
+        }
+        uint8_t payload[agq::proto::Agq::kLen];
+        a.encode(payload);
+        out.push_back(agq::proto::build_udp_frame(sp, payload));
+      }
+  return out;
+}
 
 std::vector<Frame> make_frames(const Opts& o) {
   std::vector<Frame> out;
@@ -89,6 +147,7 @@ std::vector<Frame> make_frames(const Opts& o) {
     out.push_back(agq::proto::build_udp_frame(s, payload));
     return out;
   }
+  if (o.traffic == "agq") return make_agq_frames(o);
   // classic: slots of stream k are k*window .. (k+1)*window-1, so replayed
   // streams on different lcores never share a slot.
   for (unsigned w = 0; w < o.workers; ++w)
@@ -153,17 +212,22 @@ bool parse_args(int argc, char** argv, Opts& o) {
     else if (a == "--burst") o.burst = unsigned(std::atoi(next()));
     else if (a == "--window") o.window = unsigned(std::atoi(next()));
     else if (a == "--workers") o.workers = unsigned(std::atoi(next()));
+    else if (a == "--width") o.width = unsigned(std::atoi(next()));
     else {
       std::fprintf(stderr, "bench_gen: unknown option %s\n", a.c_str());
       return false;
     }
   }
-  if (o.traffic != "l2" && o.traffic != "classic") {
-    std::fprintf(stderr, "bench_gen: --traffic l2|classic\n");
+  if (o.traffic != "l2" && o.traffic != "classic" && o.traffic != "agq") {
+    std::fprintf(stderr, "bench_gen: --traffic l2|classic|agq\n");
+    return false;
+  }
+  if (o.traffic == "agq" && (o.workers > 32 || o.width < 4 || o.width > 32 || o.width % 4 || o.window > 65536)) {
+    std::fprintf(stderr, "bench_gen: agq needs --workers 1..32, --width 4..32 (multiple of 4)\n");
     return false;
   }
   o.burst = std::clamp(o.burst, 1u, 64u);
-  return o.window > 0 && o.workers > 0 && o.workers < 256 && o.window * (o.stream + 1) <= 8192;
+  return o.window > 0 && o.workers > 0 && o.workers < 256 && (o.traffic == "agq" || o.window * (o.stream + 1) <= 8192);
 }
 
 double percentile(std::vector<uint64_t>& v, double q) {
@@ -183,6 +247,7 @@ int run(const Opts& o) {
   const uint16_t nports = ports.count();
 
   const std::vector<Frame> frames = make_frames(o);
+  const bool agq_traffic = o.traffic == "agq";
   const int stamp_off = o.traffic == "l2" ? kStampOffL2 : kStampOffAgq;
   const uint64_t hz = rte_get_tsc_hz();
   const uint64_t t_start = rte_rdtsc();
@@ -217,10 +282,16 @@ int run(const Opts& o) {
         if (++next_frame == frames.size()) next_frame = 0;
         auto* d = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(tx[i], uint16_t(f.size())));
         std::memcpy(d, f.data(), f.size());
-        std::memcpy(d + stamp_off, &kMagic, 8);
+        if (agq_traffic) std::memcpy(d + kAgqReservedOff, &kAgqMagic, 2);
+        else std::memcpy(d + stamp_off, &kMagic, 8);
       }
       const uint64_t stamp = rte_rdtsc();
-      for (unsigned i = 0; i < want; ++i) std::memcpy(rte_pktmbuf_mtod(tx[i], uint8_t*) + stamp_off + 8, &stamp, 8);
+      const uint32_t stamp32 = uint32_t(stamp);
+      for (unsigned i = 0; i < want; ++i) {
+        uint8_t* d = rte_pktmbuf_mtod(tx[i], uint8_t*);
+        if (agq_traffic) std::memcpy(d + kAgqSeqOff, &stamp32, 4);
+        else std::memcpy(d + stamp_off + 8, &stamp, 8);
+      }
       const uint16_t ok = rte_eth_tx_burst(0, 0, tx, uint16_t(want));
       // Unsent frames go back to the pool and the cycle position rewinds, so
       // the classic cycle stays in order (an ACK never overtakes its data).
@@ -238,7 +309,19 @@ int run(const Opts& o) {
       for (uint16_t i = 0; i < n; ++i) {
         const uint8_t* d = rte_pktmbuf_mtod(rx[i], const uint8_t*);
         uint64_t magic = 0, stamp = 0;
-        if (rx[i]->data_len >= stamp_off + 16) {
+        if (agq_traffic) {
+          uint16_t m16 = 0;
+          uint32_t s32 = 0;
+          if (rx[i]->data_len >= kAgqReservedOff + 2) {
+            std::memcpy(&m16, d + kAgqReservedOff, 2);
+            std::memcpy(&s32, d + kAgqSeqOff, 4);
+          }
+          // 32-bit TSC: exact for latencies below 2^32 cycles (> 1 s here).
+          if (m16 == kAgqMagic) {
+            magic = kMagic;
+            stamp = t_rx - uint32_t(uint32_t(t_rx) - s32);
+          }
+        } else if (rx[i]->data_len >= stamp_off + 16) {
           std::memcpy(&magic, d + stamp_off, 8);
           std::memcpy(&stamp, d + stamp_off + 8, 8);
         }

@@ -30,18 +30,53 @@ import time
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1]
-FRAME_BYTES = 115  # every benchmark frame: Eth + IPv4 + UDP + the 73-byte classic AGQ header
+# Frame sizes: l2 and classic frames are Eth + IPv4 + UDP + the 73-byte
+# classic AGQ header (115 B); agq DATA frames carry the 148-byte agq header
+# with 32 lanes (190 B).
+FRAME_BYTES = {"l2": 115, "classic": 115, "agq": 190}
 
-# Pipelines the switch benchmarks run. The project's own `agq` pipeline
-# (issue 4) plugs in here: a config snippet for its [agq] section and the
-# traffic bench_gen should send for it (bench_gen --traffic agq, to be
-# written with the pipeline). The pipeline-cost part has its own list in
+# agq traffic of the switch benchmarks: N logical workers per stream behind
+# the stream's port, req_width bits, a window of slots (bench_gen --traffic
+# agq; its addresses: 10.200.k.(w+1), PS 10.200.k.254).
+AGQ_WORKERS, AGQ_WIDTH, AGQ_SLOTS = 4, 16, 256
+
+
+def agq_jobs(ports: list[tuple[int, int]]) -> str:
+    """[agq] + one [[job]] per stream k = (worker port, PS port): job k + 1,
+    all N workers on the stream's port, rows for AGQ_WIDTH-bit windows."""
+    t = "[agq]\ntotal_rows = 4096\ntotal_slots = 32768\n"
+    for k, (port, ps) in enumerate(ports):
+        t += (f'[[job]]\nid = {k + 1}\nworkers = {AGQ_WORKERS}\nslots = {AGQ_SLOTS}\n'
+              f'rows = {AGQ_SLOTS * AGQ_WIDTH // 32}\ndelivery = "multicast"\nps_port = {ps}\n'
+              f'ps_ip = "10.200.{k}.254"\nps_mac = "02:00:c8:{k:02x}:00:fe"\n')
+        for w in range(AGQ_WORKERS):
+            t += (f'[[job.worker]]\nid = {w}\nport = {port}\nip = "10.200.{k}.{w + 1}"\n'
+                  f'mac = "02:00:c8:{k:02x}:00:{w:02x}"\n')
+    return t
+
+
+# Pipelines the switch benchmarks run: the switch's pipeline, its config
+# sections for the pcap set-up (streams enter on ports 0 and 1, sinks 2 and
+# 3) and the memif set-up (generator on port 0, port 1 back to it), and the
+# bench_gen traffic. The pipeline-cost part has its own list in
 # bench_pipeline.cpp.
 PIPELINES = {
     "classic": {
+        "pipeline": "classic",
         "pcap_section": '[classic]\nps_port = 2\nworker_ports = [3]\n',
         "memif_section": '[classic]\nps_port = 1\nworker_ports = [0]\n',
         "traffic": "classic",
+        "gen_args": [],
+    },
+    # DATA of job k+1 on stream k; every sequence allocates, aggregates and
+    # multicasts a RESULT to its N workers (N replicas back out of the
+    # stream's port: the pcap port's dummy tx / the generator's memif port).
+    "agq": {
+        "pipeline": "agq",
+        "pcap_section": agq_jobs([(0, 2), (1, 3)]),
+        "memif_section": agq_jobs([(0, 1)]),
+        "traffic": "agq",
+        "gen_args": ["--workers", AGQ_WORKERS, "--width", AGQ_WIDTH, "--window", AGQ_SLOTS],
     },
 }
 # Traffic kinds of the throughput/latency parts: plain L2 forwarding through
@@ -198,24 +233,33 @@ class Bench:
             if reps > 1 and b.get("aggregate_name") != "median":
                 continue
             name = b.get("run_name", b["name"])
-            rows[name] = {k: b[k] for k in ("ns_per_pkt", "ns_per_lane", "values_per_cell", "drop_frac",
-                                             "trace_pkts") if k in b}
+            rows[name] = {k: b[k] for k in ("ns_per_pkt", "ns_per_elem", "ns_per_lane", "values_per_cell", "drop_frac",
+                                             "trace_pkts", "lanes", "width_bits", "passes_per_pkt", "out_per_pkt")
+                          if k in b}
         return {"repetitions": reps, "benchmarks": rows}
 
     # ---- switch throughput, pcap replay ------------------------------------
+    def traffics(self) -> list[str]:
+        return [t for t in TRAFFICS if not self.a.traffic or t in self.a.traffic.split(",")]
+
+    @staticmethod
+    def gen_traffic(t: str) -> list:
+        pipe = PIPELINES.get(t, {})
+        return ["--traffic", pipe.get("traffic", t), *pipe.get("gen_args", [])]
+
     def pcaps(self) -> dict:
         d = {}
-        for t in TRAFFICS:
+        for t in self.traffics():
             for s in (0, 1):
                 f = self.work / f"{t}_{s}.pcap"
-                subprocess.run([self.bin["gen"], "--write-pcap", f, "--traffic", PIPELINES.get(t, {}).get("traffic", t),
-                                "--stream", str(s)], check=True, capture_output=True)
+                subprocess.run([str(a) for a in [self.bin["gen"], "--write-pcap", f, *self.gen_traffic(t),
+                                "--stream", s]], check=True, capture_output=True)
                 d[(t, s)] = f
         return d
 
-    def config(self, name: str, section: str, extra: str = "") -> Path:
+    def config(self, name: str, section: str, extra: str = "", pipeline: str = "classic") -> Path:
         f = self.work / f"{name}.toml"
-        f.write_text('[switch]\npipeline = "classic"\n' + section + extra)
+        f.write_text(f'[switch]\npipeline = "{pipeline}"\n' + section + extra)
         return f
 
     def run_pcap_switch(self, traffic: str, lcores: int, pcaps: dict, seconds: float) -> float | None:
@@ -223,7 +267,7 @@ class Bench:
         # static MACs: stream k's frames go to sink port 2 + k
         macs = ('[[mac]]\nmac = "02:00:00:00:00:02"\nport = 2\n'
                 '[[mac]]\nmac = "02:00:00:00:01:02"\nport = 3\n')
-        cfg = self.config(f"pcap_{traffic}", pipe["pcap_section"], macs)
+        cfg = self.config(f"pcap_{traffic}", pipe["pcap_section"], macs, pipe["pipeline"])
         vdevs = [f"net_pcap{s},rx_pcap={pcaps[(traffic, s)]},infinite_rx=1" for s in (0, 1)]
         vdevs += ["net_null0,no-rx=1", "net_null1,no-rx=1"]
         core = ["-l", "0" if lcores == 1 else "0,1"]
@@ -269,7 +313,7 @@ class Bench:
         seconds = 3 if self.quick else 5
         runs = []
         for r in range(reps):
-            for traffic in TRAFFICS:
+            for traffic in self.traffics():
                 for lc in (1, 2):
                     # interleaved, alternating order: both see the same machine state
                     order = ["switch", "testpmd"] if r % 2 == 0 else ["testpmd", "switch"]
@@ -285,13 +329,14 @@ class Bench:
     def memif_vdevs(self, role: str, n: int = 2) -> list[str]:
         return [f"net_memif{i},role={role},id=0,socket={self.work}/m{i}.sock,socket-abstract=no" for i in range(n)]
 
-    def start_dut(self, dut: str, name: str):
+    def start_dut(self, dut: str, name: str, pipeline: str = "classic"):
         for i in range(3):
             (self.work / f"m{i}.sock").unlink(missing_ok=True)
         vdevs = self.memif_vdevs("server")
         if dut == "switch":
-            pipe = PIPELINES["classic"]
-            cfg = self.config("memif", pipe["memif_section"], '[[mac]]\nmac = "02:00:00:00:00:02"\nport = 1\n')
+            pipe = PIPELINES[pipeline]
+            cfg = self.config(f"memif_{pipeline}", pipe["memif_section"],
+                              '[[mac]]\nmac = "02:00:00:00:00:02"\nport = 1\n', pipe["pipeline"])
             p = self.procs.start(name, [self.bin["switch"], *eal(self.procs.prefix("sm"), ["-l", "0"], vdevs), "--",
                                         "--config", cfg, "--ctl-socket", self.work / "ctl.sock",
                                         "--idle-sleep-us", "0", "--quiet"])
@@ -305,8 +350,7 @@ class Bench:
     def gen(self, traffic: str, seconds: float, rate: float = 0.0) -> dict | None:
         vdevs = self.memif_vdevs("client")
         p = self.procs.start("gen", [self.bin["gen"], *eal(self.procs.prefix("g"), ["-l", "1"], vdevs, 512), "--",
-                                     "--traffic", PIPELINES.get(traffic, {}).get("traffic", traffic),
-                                     "--seconds", seconds, "--warmup", 1 if rate == 0 else 0.5,
+                                     *self.gen_traffic(traffic), "--seconds", seconds, "--warmup", 1 if rate == 0 else 0.5,
                                      "--rate-mpps", f"{rate:.4f}"])
         self.procs.wait(p, seconds + 30)
         js = json_lines(output(p))
@@ -323,33 +367,40 @@ class Bench:
             # Interleaved, alternating order; a testpmd-first rep uses the
             # previous rep's switch capacity for its 80% load.
             order = ["switch", "testpmd"] if r % 2 == 0 else ["testpmd", "switch"]
-            res = {t: {} for t in TRAFFICS}
+            res = {t: {} for t in self.traffics()}
             for dut in order:
-                p = self.start_dut(dut, f"{dut}_memif")
-                for t in TRAFFICS:
-                    self.progress(f"throughput memif: rep {r + 1}/{reps} {t} {dut}")
-                    g = self.gen(t, secs)
-                    res[t][dut] = g["tx_mpps"] if g else None
-                    res[t][dut + "_delivered"] = g["rx_mpps"] if g else None
-                    if dut == "switch" and g:
-                        switch_cap[t] = g["tx_mpps"]
-                for t in TRAFFICS:
-                    for load, rate in (("low", low), ("80%", 0.8 * (switch_cap.get(t) or 0))):
-                        if rate <= 0:
-                            continue
-                        self.progress(f"latency memif: rep {r + 1}/{reps} {t} {dut} {load} ({rate:.2f} Mpps)")
-                        g = self.gen(t, lat_secs, rate)
-                        if g:
-                            lat.append({"rep": r, "dut": dut, "traffic": t, "load": load, "rate_mpps": rate,
-                                        "achieved_mpps": g["tx_mpps"], "p50_ns": g["lat_p50_ns"],
-                                        "p99_ns": g["lat_p99_ns"], "p999_ns": g["lat_p999_ns"],
-                                        "max_ns": g["lat_max_ns"], "samples": g["lat_samples"]})
-                self.procs.stop(p)
-            for t in TRAFFICS:
+                # testpmd forwards every traffic as it is: one instance; the
+                # switch runs the pipeline of the traffic (l2 on classic).
+                groups = {}
+                for t in self.traffics():
+                    pipeline = PIPELINES[t]["pipeline"] if dut == "switch" and t in PIPELINES else "classic"
+                    groups.setdefault(pipeline, []).append(t)
+                for pipeline, ts in groups.items():
+                    p = self.start_dut(dut, f"{dut}_memif_{pipeline}", pipeline)
+                    for t in ts:
+                        self.progress(f"throughput memif: rep {r + 1}/{reps} {t} {dut}")
+                        g = self.gen(t, secs)
+                        res[t][dut] = g["tx_mpps"] if g else None
+                        res[t][dut + "_delivered"] = g["rx_mpps"] if g else None
+                        if dut == "switch" and g:
+                            switch_cap[t] = g["tx_mpps"]
+                    for t in ts:
+                        for load, rate in (("low", low), ("80%", 0.8 * (switch_cap.get(t) or 0))):
+                            if rate <= 0:
+                                continue
+                            self.progress(f"latency memif: rep {r + 1}/{reps} {t} {dut} {load} ({rate:.2f} Mpps)")
+                            g = self.gen(t, lat_secs, rate)
+                            if g:
+                                lat.append({"rep": r, "dut": dut, "traffic": t, "load": load, "rate_mpps": rate,
+                                            "achieved_mpps": g["tx_mpps"], "p50_ns": g["lat_p50_ns"],
+                                            "p99_ns": g["lat_p99_ns"], "p999_ns": g["lat_p999_ns"],
+                                            "max_ns": g["lat_max_ns"], "samples": g["lat_samples"]})
+                    self.procs.stop(p)
+            for t in self.traffics():
                 runs.append({"rep": r, "traffic": t, "lcores": 1, **res[t]})
         lat_sum = []
         for dut in ("switch", "testpmd"):
-            for t in TRAFFICS:
+            for t in self.traffics():
                 for load in ("low", "80%"):
                     xs = [x for x in lat if x["dut"] == dut and x["traffic"] == t and x["load"] == load]
                     if xs:
@@ -488,23 +539,35 @@ class Bench:
             budget = 60.0
         have_workers = self.bin["worker"].exists()
         agq, agqp, mpi, skipped = [], [], [], []
+        agq_max_mb = 64  # the agq pipeline: tensors of 1..64 MB
         for n, sizes in plan.items():
-            rate = None  # elements/s of the previous size: predicts the next run's time
+            # elements/s of the previous size: predicts the next run's time,
+            # for each protocol on its own
+            rate = agq_rate = None
             for mb in sizes:
                 elements = mb * (1 << 20) // 4
-                if rate and elements / rate > budget:
+                if not have_workers:
+                    pass
+                elif rate and elements / rate > budget:
                     # agq-worker would take too long; the MPI reference is cheap, keep it
-                    skipped.append({"workers": n, "mbytes": mb, "predicted_s": elements / rate})
-                elif have_workers:
+                    skipped.append({"workers": n, "mbytes": mb, "predicted_s": elements / rate,
+                                    "pipeline": "classic"})
+                else:
                     self.progress(f"end to end: agq-worker N={n} {mb} MB")
                     r = self.e2e_one(n, mb)
                     if r:
                         agq.append(r)
                         rate = r.get("elements_per_s")
-                    self.progress(f"end to end: agq-worker --protocol agq N={n} {mb} MB")
-                    r = self.e2e_agq_one(n, mb)
-                    if r:
-                        agqp.append(r)
+                if have_workers and mb <= agq_max_mb:
+                    if agq_rate and elements / agq_rate > budget:
+                        skipped.append({"workers": n, "mbytes": mb, "predicted_s": elements / agq_rate,
+                                        "pipeline": "agq"})
+                    else:
+                        self.progress(f"end to end: agq-worker --protocol agq N={n} {mb} MB")
+                        r = self.e2e_agq_one(n, mb)
+                        if r:
+                            agqp.append(r)
+                            agq_rate = r.get("elements_per_s") if r.get("status") == "ok" else None
                 self.progress(f"end to end: MPI_Allreduce N={n} {mb} MB")
                 m = self.mpi_one(n, mb)
                 if m:
@@ -526,7 +589,8 @@ def summarize(runs: list[dict]) -> list[dict]:
                     "ratio_median": median(ratios), "ratio_min": min(ratios) if ratios else None,
                     "ratio_max": max(ratios) if ratios else None,
                     "switch_mpps_per_lcore": sw / lc if sw else None,
-                    "switch_gbps": sw * FRAME_BYTES * 8 / 1e3 if sw else None})
+                    "frame_bytes": FRAME_BYTES[t],
+                    "switch_gbps": sw * FRAME_BYTES[t] * 8 / 1e3 if sw else None})
     return out
 
 
@@ -578,10 +642,18 @@ def markdown(res: dict) -> str:
     if "pipeline" in res:
         b = res["pipeline"]["benchmarks"]
         L += ["## Pipeline cost (Google Benchmark, one core, no DPDK)", "",
-              "| benchmark | ns/packet | dropped in switch | packets in cycle |", "|---|---:|---:|---:|"]
+              "ns/element = time per gradient element contributed (DATA packets that count x lanes; ACKs, "
+              "duplicates and resends are overhead in it). Multicast RESULTs include one frame copy and "
+              "egress() per replica. passes = 1 + resubmissions per agq packet; frames out = replicas + "
+              "unicasts per packet in.", "",
+              "| benchmark | ns/packet | ns/element | lanes | width bits | passes/pkt | frames out/pkt | "
+              "dropped in switch | packets in cycle |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for k, v in b.items():
             if k.startswith("Pipeline/"):
                 L.append(f"| {k.removeprefix('Pipeline/')} | {fmt(v.get('ns_per_pkt'), 1)} | "
+                         f"{fmt(v.get('ns_per_elem'), 2)} | {fmt(v.get('lanes'), 0) if v.get('lanes') else '–'} | "
+                         f"{fmt(v.get('width_bits'), 0) if v.get('width_bits') else '–'} | "
+                         f"{fmt(v.get('passes_per_pkt'), 2)} | {fmt(v.get('out_per_pkt'), 2)} | "
                          f"{fmt(v.get('drop_frac'), 2)} | {fmt(v.get('trace_pkts'), 0)} |")
         L += ["", "| lane add (4 lanes x 8192 cells, random aggregators) | ns/lane | values per 32-bit cell |",
               "|---|---:|---:|"]
@@ -599,15 +671,21 @@ def markdown(res: dict) -> str:
               f"Median of {r['reps']} interleaved runs of {r['seconds_per_run']} s each. Mpps = packets the "
               "device under test received per second (input side). Ratio = agq-switch / dpdk-testpmd io on "
               "the same ports, per run, then the median (min–max).", "",
-              "| traffic | dataplane lcores | agq-switch Mpps | per lcore | Gbit/s (115 B frames) | "
-              "testpmd io Mpps | ratio | ratio range |", "|---|---:|---:|---:|---:|---:|---:|---|"]
+              "| traffic | dataplane lcores | agq-switch Mpps | per lcore | Gbit/s | frame B | "
+              "testpmd io Mpps | ratio | ratio range |", "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
         for s in r["summary"]:
             L.append(f"| {s['traffic']} | {s['lcores']} | {fmt(s['switch_mpps'])} | {fmt(s['switch_mpps_per_lcore'])} "
-                     f"| {fmt(s['switch_gbps'])} | {fmt(s['testpmd_mpps'])} | {fmt(s['ratio_median'], 3)} | "
-                     f"{fmt(s['ratio_min'], 3)}–{fmt(s['ratio_max'], 3)} |")
+                     f"| {fmt(s['switch_gbps'])} | {s.get('frame_bytes', '–')} | {fmt(s['testpmd_mpps'])} | "
+                     f"{fmt(s['ratio_median'], 3)} | {fmt(s['ratio_min'], 3)}–{fmt(s['ratio_max'], 3)} |")
         L.append("")
+        if any(s["traffic"] == "agq" for s in r["summary"]):
+            L += [f"agq traffic: DATA of {AGQ_WORKERS} logical workers per stream at {AGQ_WIDTH} bits, "
+                  f"{AGQ_SLOTS} slots; every {AGQ_WORKERS} packets in make one RESULT multicast to "
+                  f"{AGQ_WORKERS} replicas (egress rewrite each). testpmd io forwards the same DATA frames as they are.", ""]
     if "memif" in res and res["memif"]["latency"]:
         L += ["## Latency: bench_gen tx → device → bench_gen rx over memif (TSC stamps in the frame, same core)", "",
+              "agq (switch): the completing DATA's tx → each of its RESULT replicas' rx (absorbed contributions "
+              "produce no frame); testpmd returns every DATA frame.", "",
               "| device | traffic | load | offered Mpps | p50 µs | p99 µs | p99.9 µs |", "|---|---|---|---:|---:|---:|---:|"]
         for x in res["memif"]["latency"]:
             L.append(f"| {x['dut']} | {x['traffic']} | {x['load']} | {fmt(x['rate_mpps'], 3)} | "
@@ -632,18 +710,22 @@ def markdown(res: dict) -> str:
         if e.get("agq_pipeline"):
             L += ["", "The agq pipeline (`agq-worker --protocol agq`, one round, error budget 1e-3, "
                   "256 slots in 128 rows), same tensors:", "",
-                  "| N | tensor MB | s | elem/s | Gbit/s | retransmissions | mismatches | avg granted bits | "
-                  "memory vs 32 bit | rms error |", "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  "| N | tensor MB | status | s | elem/s | Gbit/s | retransmissions | mismatches | avg granted bits | "
+                  "switch memory vs 32 bit | rms error | classic elem/s | MPI elem/s |",
+                  "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
             for a in e["agq_pipeline"]:
-                L.append(f"| {a['workers']} | {a['mbytes']} | {fmt(a.get('seconds'))} | "
+                k = (a["workers"], a["mbytes"])
+                L.append(f"| {a['workers']} | {a['mbytes']} | {a.get('status', '–')} | {fmt(a.get('seconds'))} | "
                          f"{fmt(a.get('elements_per_s'), 0)} | {fmt(a.get('goodput_gbps'), 3)} | "
                          f"{fmt(a.get('retransmissions'))} | {fmt(a.get('mismatches'))} | "
                          f"{fmt(a.get('avg_granted_bits'))} | {fmt(a.get('memory_saving_x'))}x | "
-                         f"{fmt(a.get('quantization_rms'), 6)} |")
+                         f"{fmt(a.get('quantization_rms'), 6)} | {fmt(agq.get(k, {}).get('elements_per_s'), 0)} | "
+                         f"{fmt(mpi.get(k, {}).get('elements_per_s'), 0)} |")
         if e["skipped"]:
             L += ["", "Skipped (predicted time over the per-run budget of "
-                  f"{e['time_budget_s']:.0f} s): " + ", ".join(f"N={s['workers']} {s['mbytes']} MB "
-                                                                f"(~{s['predicted_s']:.0f} s)" for s in e["skipped"])]
+                  f"{e['time_budget_s']:.0f} s): " + ", ".join(f"{s.get('pipeline', 'classic')} N={s['workers']} "
+                                                                f"{s['mbytes']} MB (~{s['predicted_s']:.0f} s)"
+                                                                for s in e["skipped"])]
         L.append("")
     if "memory" in res:
         L += ["## Aggregator memory (classic): concurrent sequences per MiB", "",
@@ -670,10 +752,14 @@ def plots(res: dict, out: Path) -> list[str]:
     if "pipeline" in res:
         b = res["pipeline"]["benchmarks"]
         names = [k for k in b if k.startswith("Pipeline/")]
-        fig, ax = plt.subplots(figsize=(8, 4))
+        fig, (ax, ax2) = plt.subplots(1, 2, figsize=(11, 1.5 + 0.22 * len(names)), sharey=True)
         ax.barh([n.removeprefix("Pipeline/") for n in names], [b[n]["ns_per_pkt"] for n in names])
+        ax.invert_yaxis()
         ax.set_xlabel("ns per packet (one core)")
-        ax.set_title("Pipeline cost: process() per packet")
+        ax.set_title("Pipeline cost: process() (+ egress per replica)", fontsize=9)
+        ax2.barh([n.removeprefix("Pipeline/") for n in names], [b[n].get("ns_per_elem", 0) for n in names])
+        ax2.set_xlabel("ns per gradient element contributed")
+        ax2.set_title("per element (classic 4 lanes, agq 32 lanes)", fontsize=9)
         fig.tight_layout()
         fig.savefig(out / "pipeline_cost.png", dpi=100)
         plt.close(fig)
@@ -723,6 +809,33 @@ def plots(res: dict, out: Path) -> list[str]:
         fig.savefig(out / "latency.png", dpi=100)
         plt.close(fig)
         made.append("latency.png")
+    am = res.get("agq_memory")
+    if am:
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4))
+        ws = [r["width_bits"] for r in am]
+        a1.plot(ws, [r["seqs_per_mib"] for r in am], "-o", label="agq (measured on AgqProgram)")
+        a1.plot(ws, [r["seqs_per_mib_with_control"] for r in am], "-^", label="agq incl. control registers")
+        a1.plot(ws, [r["seqs_per_mib_32bit"] for r in am], "--s", label="32 bit per gradient (SwitchML-like)")
+        a1.set_xlabel("granted width (bits)")
+        a1.set_ylabel("concurrent sequences per MiB")
+        a1.set_yscale("log", base=2)
+        a1.set_xticks(ws)
+        a1.legend(fontsize=7)
+        a1.set_title("Aggregator memory")
+        for key, lab, style in (("n4_normal", "N=4 normal", "-o"), ("n4_laplace", "N=4 Laplace", "--o"),
+                                ("n8_normal", "N=8 normal", "-^"), ("n8_laplace", "N=8 Laplace", "--^")):
+            pts = [(r["width_bits"], r["err"][key][0]) for r in am if r["err"][key][0] > 0]
+            a2.plot([p[0] for p in pts], [p[1] for p in pts], style, label=lab)
+        a2.set_yscale("log")
+        a2.set_xlabel("granted width (bits)")
+        a2.set_ylabel("rms error / max |sum|")
+        a2.set_xticks(ws)
+        a2.legend(fontsize=7)
+        a2.set_title("Quantization error (switch encoding)")
+        fig.tight_layout()
+        fig.savefig(out / "memory.png", dpi=100)
+        plt.close(fig)
+        made.append("memory.png")
     e = res.get("e2e")
     if e and (e["agq"] or e["mpi"]):
         fig, ax = plt.subplots(figsize=(7, 4))
@@ -755,6 +868,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=None, help="results folder (default results/<date>)")
     ap.add_argument("--only", default="pipeline,pcap,memif,e2e",
                     help="comma list of parts: pipeline,pcap,memif,e2e")
+    ap.add_argument("--traffic", default="",
+                    help="comma list of traffics for the pcap/memif parts (default all: " + ",".join(TRAFFICS) + ")")
     ap.add_argument("--reps", type=int, default=0, help="interleaved repetitions (default 3, quick 1)")
     ap.add_argument("--no-build", action="store_true", help="do not run cmake/ninja first")
     ap.add_argument("--no-boost", action="store_true",
@@ -831,8 +946,11 @@ def main() -> int:
             res["e2e"] = bench.e2e()
         res["memory"] = memory_efficiency()
         if (build / "bench" / "bench_memory").exists():
-            res["agq_memory_md"] = subprocess.run([build / "bench" / "bench_memory"], check=True,
+            progress("aggregator memory: bench_memory")
+            mj = work / "bench_memory.json"
+            res["agq_memory_md"] = subprocess.run([build / "bench" / "bench_memory", "--json", mj], check=True,
                                                   capture_output=True, text=True).stdout
+            res["agq_memory"] = json.loads(mj.read_text())
     except KeyboardInterrupt:
         progress.done()
         print("bench: interrupted; partial results written", file=sys.stderr)
