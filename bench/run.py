@@ -816,6 +816,7 @@ def plots(res: dict, out: Path) -> list[str]:
         a1.plot(ws, [r["seqs_per_mib"] for r in am], "-o", label="agq (measured on AgqProgram)")
         a1.plot(ws, [r["seqs_per_mib_with_control"] for r in am], "-^", label="agq incl. control registers")
         a1.plot(ws, [r["seqs_per_mib_32bit"] for r in am], "--s", label="32 bit per gradient (SwitchML-like)")
+        a1.plot(ws, [r["seqs_per_mib_32bit_with_control"] for r in am], ":s", label="32 bit incl. control registers")
         a1.set_xlabel("granted width (bits)")
         a1.set_ylabel("concurrent sequences per MiB")
         a1.set_yscale("log", base=2)
