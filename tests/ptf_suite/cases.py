@@ -23,7 +23,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pkt"))
 
-from classic_model import AgqHeader, ClassicModel  # noqa: E402
+from classic_model import AgqHeader as ClassicHeader, ClassicModel  # noqa: E402
+from agq_proto import (DATA, F_RETRANSMIT, F_VERSION, PS_RESULT, RESULT, AgqHeader,  # noqa: E402
+                       agq_frame)
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from agq_model import AgqModel, Job, Worker, low  # noqa: E402
 
 # Roles: port index of each role on the software target (DPDK port ids,
 # in --vdev order). A Tofino maps them to device ports (ptf_agq.py).
@@ -95,19 +100,19 @@ def classic_cases() -> list[Case]:
     d = [0x0000F0C0, 0x0146F43C, 0x0015B4C9, 0x00DCEEE3] + list(range(12))
     steps = []
 
-    def agq_step(role, h: AgqHeader):
+    def agq_step(role, h: ClassicHeader):
         frame = udp_frame(role, "ps", h.pack())
-        verdict, out = model.process(AgqHeader.unpack(h.pack()))
+        verdict, out = model.process(ClassicHeader.unpack(h.pack()))
         new = frame[:-len(h.pack())] + out.pack()
         exp = {"ps": [new]} if verdict == "ps" else {"w0": [new], "w1": [new]} if verdict == "workers" else {}
         return Step(role, frame, exp)
 
     # The reference's worked example (§3.5): two contributions, then the PS's ACK.
-    steps.append(agq_step("w0", AgqHeader(1, 0, 2, list(d), 0, 300, 37, 4)))
-    steps.append(agq_step("w1", AgqHeader(1, 1, 2, list(d), 0, 300, 37, 4)))
-    ack = AgqHeader(1, 0, 2, list(d), 1, 300, 37, 4)
+    steps.append(agq_step("w0", ClassicHeader(1, 0, 2, list(d), 0, 300, 37, 4)))
+    steps.append(agq_step("w1", ClassicHeader(1, 1, 2, list(d), 0, 300, 37, 4)))
+    ack = ClassicHeader(1, 0, 2, list(d), 1, 300, 37, 4)
     frame = udp_frame("ps", "w0", ack.pack())
-    verdict, out = model.process(AgqHeader.unpack(ack.pack()))
+    verdict, out = model.process(ClassicHeader.unpack(ack.pack()))
     assert verdict == "workers"
     new = frame[:-len(ack.pack())] + out.pack()
     steps.append(Step("ps", frame, {"w0": [new], "w1": [new]}))
@@ -120,6 +125,11 @@ def classic_cases() -> list[Case]:
 
 
 # ----------------------------------------------------------------- agq
+# One configuration for every agq case, so a Tofino loads it once
+# (p4src/bfrt/setup_agq.py) and runs the whole suite. Each case uses its own
+# aggregator row of job 1 (4 slots per row: slots 64, rows 16 -> row_shift 2)
+# so the cases are independent on a switch that is not reset between them.
+# Job 2 has the same hosts with the worker ids swapped.
 AGQ_CONFIG = f"""
 [switch]
 pipeline = "agq"
@@ -129,8 +139,8 @@ total_slots = 256
 [[job]]
 id = 1
 workers = 2
-slots = 8
-rows = 2
+slots = 64
+rows = 16
 delivery = "multicast"
 ps_port = {PORT_OF['ps']}
 ps_ip = "{IP['ps']}"
@@ -145,6 +155,25 @@ id = 1
 port = {PORT_OF['w1']}
 ip = "{IP['w1']}"
 mac = "{MAC['w1']}"
+[[job]]
+id = 2
+workers = 2
+slots = 16
+rows = 4
+delivery = "multicast"
+ps_port = {PORT_OF['ps']}
+ps_ip = "{IP['ps']}"
+ps_mac = "{MAC['ps']}"
+[[job.worker]]
+id = 0
+port = {PORT_OF['w1']}
+ip = "{IP['w1']}"
+mac = "{MAC['w1']}"
+[[job.worker]]
+id = 1
+port = {PORT_OF['w0']}
+ip = "{IP['w0']}"
+mac = "{MAC['w0']}"
 [l2]
 learning = false
 [[route]]
@@ -153,9 +182,49 @@ port = {PORT_OF['h']}
 """
 
 
+def _jobs():
+    """The jobs of AGQ_CONFIG for the model (agq_model.py)."""
+    def w(role):
+        return Worker(role, IP[role], MAC[role])
+    common = dict(ps_role="ps", ps_ip=IP["ps"], ps_mac=MAC["ps"])
+    return [Job(1, 2, 64, 16, {0: w("w0"), 1: w("w1")}, **common),
+            Job(2, 2, 16, 4, {0: w("w1"), 1: w("w0")}, **common)]
+
+
 def agq_header(typ, flags, job, worker, n, slot, seq, req, width, pos, guard, exp, lanes) -> bytes:
     return (struct.pack("!BBHBBHIBBBBbBH", (1 << 4) | typ, flags, job, worker, n, slot, seq, req, width, pos,
                         guard, exp, 32, 0) + struct.pack("!32I", *lanes))
+
+
+def _data(role, job, wid, slot, seq, req, lanes, flags=0, n=2, **kw) -> bytes:
+    """A worker's DATA frame to the PS address (the switch aggregates it on the way)."""
+    h = AgqHeader(type=DATA, flags=flags, job_id=job, worker_id=wid, num_workers=n, slot=slot, seq=seq,
+                  req_width=req, exponent=-6, lanes=list(lanes))
+    for k, val in kw.items():
+        setattr(h, k, val)
+    return agq_frame(h, src_mac=MAC[role], dst_mac=MAC["ps"], src_ip=IP[role], dst_ip=IP["ps"])
+
+
+class _Scenario:
+    """Builds a case's steps: each frame goes through the PROTOCOL.md model
+    (agq_model.py), which says what the switch must emit."""
+
+    def __init__(self):
+        self.model = AgqModel(_jobs())
+        self.steps: list[Step] = []
+
+    def send(self, role, frame, expect_count=None):
+        exp = self.model.process(role, frame)
+        if expect_count is not None:  # the scenario's own sanity check of the model's verdict
+            got = sum(len(v) for v in exp.values())
+            assert got == expect_count, (got, expect_count, exp.keys())
+        self.steps.append(Step(role, frame, exp))
+        return exp
+
+
+def _vals(seed, bits):
+    """32 lane values of `bits` value bits (biased encodings, PROTOCOL §2)."""
+    return [((seed * 2654435761 + k * 40503) >> 3) & low(bits) for k in range(32)]
 
 
 def agq_cases() -> list[Case]:
@@ -163,7 +232,7 @@ def agq_cases() -> list[Case]:
     # empty row's only free run): each worker adds u & low(31); the RESULT
     # carries the sum right-aligned, width 32, pos 0, guard 1, multicast with
     # the destination and worker_id of each replica; the rest of the frame
-    # (source addresses) is the completing packet's.
+    # (source addresses) is the completing packet's. Hand-computed (no model).
     u0 = [(0x40000000 + 1000 * k) for k in range(32)]
     u1 = [(0x40000000 - 77 * k) for k in range(32)]
     s = [(a & 0x7FFFFFFF) + (b & 0x7FFFFFFF) for a, b in zip(u0, u1)]
@@ -183,6 +252,102 @@ def agq_cases() -> list[Case]:
     cases.append(Case("agq_bad_worker_dropped", "agq", AGQ_CONFIG, [Step("w0", bad, {})]))
     f = udp_frame("w0", "h", b"hello" * 10, sport=9000, dport=9000)
     cases.append(Case("agq_routed_udp", "agq", AGQ_CONFIG, [Step("w0", f, {"h": [f]})]))
+
+    # Retransmission after completion (row 1, slot 4): the RESULT of the kept
+    # copy goes back to the retransmitting worker only, addresses swapped,
+    # RETRANSMIT set; a second retransmission gets it again (nothing added).
+    sc = _Scenario()
+    a, b = _vals(1, 31), _vals(2, 31)
+    sc.send("w0", _data("w0", 1, 0, 4, 100, 32, a), 0)
+    sc.send("w1", _data("w1", 1, 1, 4, 100, 32, b), 2)
+    sc.send("w0", _data("w0", 1, 0, 4, 100, 32, a, flags=F_RETRANSMIT), 1)
+    sc.send("w1", _data("w1", 1, 1, 4, 100, 32, b, flags=F_RETRANSMIT), 1)
+    cases.append(Case("agq_retransmit_after_completion", "agq", AGQ_CONFIG, sc.steps))
+
+    # Duplicate of a pending contribution (row 2, slot 8): dropped, and the
+    # RESULT holds that worker's values once. R = 16 on an empty row: pos 0, W 16.
+    sc = _Scenario()
+    a, b = _vals(3, 15), _vals(4, 15)
+    sc.send("w0", _data("w0", 1, 0, 8, 7, 16, a), 0)
+    sc.send("w0", _data("w0", 1, 0, 8, 7, 16, a, flags=F_RETRANSMIT), 0)
+    sc.send("w1", _data("w1", 1, 1, 8, 7, 16, b), 2)
+    cases.append(Case("agq_duplicate_ignored", "agq", AGQ_CONFIG, sc.steps))
+
+    # Slot reuse with the other version (row 3, slots 12 and 13): two 16-bit
+    # sequences share the v0 half (pos 0 and pos 4); slot 12 then runs on v1
+    # (its own half: the whole row, W 32), then on v0 again: the old v0
+    # window is released and zeroed, the new one gets pos 0 again next to
+    # slot 13's live window, and its RESULT holds only the new values.
+    sc = _Scenario()
+    vals = [_vals(10 + i, 15) for i in range(4)]
+    sc.send("w0", _data("w0", 1, 0, 12, 1, 16, vals[0]), 0)
+    sc.send("w0", _data("w0", 1, 0, 13, 2, 16, vals[1]), 0)
+    sc.send("w1", _data("w1", 1, 1, 12, 1, 16, vals[2]), 2)
+    sc.send("w1", _data("w1", 1, 1, 13, 2, 16, vals[3]), 2)
+    x, y = _vals(20, 31), _vals(21, 31)
+    sc.send("w0", _data("w0", 1, 0, 12, 3, 32, x, flags=F_VERSION), 0)
+    sc.send("w1", _data("w1", 1, 1, 12, 3, 32, y, flags=F_VERSION), 2)
+    p, q = _vals(30, 15), _vals(31, 15)
+    sc.send("w1", _data("w1", 1, 1, 12, 4, 16, p), 0)
+    sc.send("w0", _data("w0", 1, 0, 12, 4, 16, q), 2)
+    cases.append(Case("agq_slot_reuse_other_version", "agq", AGQ_CONFIG, sc.steps))
+
+    # PS fallback (row 4, slots 16 and 17): slot 16 takes the whole v0 half
+    # (R 32); slot 17's first contribution finds no free unit -> FALLBACK:
+    # every DATA of (17, v0), a retransmission too, goes to the PS as
+    # FALLBACK_DATA (width 0, pos 0, guard g); the PS's PS_RESULT is
+    # multicast as a RESULT with FALLBACK, and a PS_RESULT with RETRANSMIT is
+    # unicast to the worker it names.
+    sc = _Scenario()
+    a, b = _vals(40, 31), _vals(41, 31)
+    sc.send("w0", _data("w0", 1, 0, 16, 50, 32, _vals(42, 31)), 0)
+    sc.send("w0", _data("w0", 1, 0, 17, 51, 32, a), 1)
+    sc.send("w1", _data("w1", 1, 1, 17, 51, 32, b), 1)
+    sc.send("w0", _data("w0", 1, 0, 17, 51, 32, a, flags=F_RETRANSMIT), 1)
+    ps_sum = [x + y for x, y in zip(a, b)]       # the PS's software sum at W = R (d = 0)
+    psr = AgqHeader(type=PS_RESULT, job_id=1, worker_id=0, num_workers=2, slot=17, seq=51, req_width=32,
+                    width=32, pos=0, guard=1, exponent=-6, lanes=ps_sum)
+    sc.send("ps", agq_frame(psr, MAC["ps"], MAC["w0"], IP["ps"], IP["w0"]), 2)
+    again = psr.copy(flags=F_RETRANSMIT, worker_id=1)
+    sc.send("ps", agq_frame(again, MAC["ps"], MAC["w1"], IP["ps"], IP["w1"]), 1)
+    # A PS_RESULT from somewhere else than the job's PS: dropped.
+    sc.send("w0", agq_frame(psr, MAC["w0"], MAC["w1"], IP["w0"], IP["w1"]), 0)
+    cases.append(Case("agq_ps_fallback", "agq", AGQ_CONFIG, sc.steps))
+
+    # Two jobs (row 5 of job 1, slot 20; job 2 slot 4): interleaved
+    # contributions to the same slot numbers; each RESULT holds its own job's
+    # values, goes to its own job's workers with that job's worker ids.
+    sc = _Scenario()
+    a, b, c, d = _vals(50, 31), _vals(51, 31), _vals(52, 15), _vals(53, 15)
+    sc.send("w0", _data("w0", 1, 0, 20, 9, 32, a), 0)
+    sc.send("w1", _data("w1", 2, 0, 20 % 16, 9, 16, c), 0)
+    sc.send("w1", _data("w1", 1, 1, 20, 9, 32, b), 2)
+    sc.send("w0", _data("w0", 2, 1, 20 % 16, 9, 16, d), 2)
+    cases.append(Case("agq_two_jobs_isolated", "agq", AGQ_CONFIG, sc.steps))
+
+    # Unknown job, bad worker and other invalid packets (row 6, slot 24):
+    # each dropped without touching state, so the reduction after them is
+    # exact.
+    sc = _Scenario()
+    a, b = _vals(60, 31), _vals(61, 31)
+    invalid = [
+        ("w0", _data("w0", 9, 0, 24, 5, 32, a)),                      # unknown job
+        ("w0", _data("w0", 1, 1, 24, 5, 32, a)),                      # worker 1 is not on w0's port
+        ("w1", _data("w0", 1, 0, 24, 5, 32, a)),                      # worker 0's frame on w1's port
+        ("w0", _data("w0", 2, 0, 24 % 16, 5, 32, a)),                 # job 2's worker 0 is w1
+        ("w0", _data("w0", 1, 0, 24, 5, 32, a, n=3)),                 # num_workers != N
+        ("w0", _data("w0", 1, 0, 64, 5, 32, a)),                      # slot >= slots
+        ("w0", _data("w0", 1, 0, 24, 5, 18, a)),                      # width not a multiple of 4
+        ("w0", _data("w0", 1, 0, 24, 5, 36, a)),                      # width > 32
+        ("w0", _data("w0", 1, 0, 24, 5, 32, a, ver=2)),               # malformed: version
+        ("w0", _data("w0", 1, 0, 24, 5, 32, a, n_lanes=16)),          # malformed: lanes
+        ("w0", _data("w0", 1, 0, 24, 5, 32, a, type=RESULT)),         # malformed: a RESULT from a worker
+    ]
+    for role, fr in invalid:
+        sc.send(role, fr, 0)
+    sc.send("w0", _data("w0", 1, 0, 24, 5, 32, a), 0)
+    sc.send("w1", _data("w1", 1, 1, 24, 5, 32, b), 2)
+    cases.append(Case("agq_unknown_job_bad_worker_dropped", "agq", AGQ_CONFIG, sc.steps))
     return cases
 
 
