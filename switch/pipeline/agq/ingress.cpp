@@ -185,6 +185,10 @@ void Ingress::first_pass1(proto::Agq& a, Metadata& md, ResubmitMd& resub) {
   // invariant: a free unit is zero)
   if (!resub.realloc && oldw.cell_mask != 0)
     for (int k = 0; k < kLanes; ++k) lane_clear(regs_.lanes[k], md.v, ~oldw.cell_mask).execute(md.row);
+  // What this pass arms is a resubmit to pass 2, not another recirculation
+  // to pass 1 (else a retried packet would loop through pass 1 until
+  // kMaxPasses and be lost).
+  resub.realloc = false;
 }
 
 // Pass 2: take the window (CAS on the occupancy), write it, aggregate.
