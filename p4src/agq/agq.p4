@@ -33,9 +33,10 @@ control AgqIngress(inout ingress_headers_t hdr,
                    inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
                    inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
 
-    /* PROTOCOL.md §9, indexed by C_* (headers.p4); the control plane reads
-     * them by index under the same names as agqctl counters. */
-    Counter<bit<64>, bit<8>>(32, CounterType_t.PACKETS) agq_counters;
+    /* PROTOCOL.md §9: one Counter per name (each counted at most once per
+     * pass); the others live in the control that decides them. */
+    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) agq_packets;
+    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) parser_errors;
 
     JobLookup()    job_lookup;
     JobCheck()     job_check;
@@ -44,67 +45,69 @@ control AgqIngress(inout ingress_headers_t hdr,
     RowOccupancy() row_occupancy_ctl;
     SlotWindow()   slot_window_ctl;
     WindowAlloc()  window_alloc;
+    ResultSelect() result_select;
     LanePrep()     lane_prep;
     Lanes()        lanes;
-    ResultSelect() result_select;
     AgqForward()   agq_forward;
     Forwarding()   forwarding;
 
     apply {
         if (ig_prsr_md.parser_err != PARSER_ERROR_OK) {
-            ig_dprsr_md.drop_ctl = 1;                       /* drops_parser_error */
+            ig_dprsr_md.drop_ctl = 1;
+            parser_errors.count(0);
         } else if (!hdr.agq.isValid()) {
             forwarding.apply(hdr, md, ig_intr_md, ig_dprsr_md, ig_tm_md);
         } else {
-            agq_counters.count(C_AGQ_PACKETS);
-            job_lookup.apply(hdr, md, ig_intr_md);           /* S0-S2 */
-            if (ig_intr_md.resubmit_flag == 0) {
-                job_check.apply(hdr, md, ig_intr_md);         /* S1 */
+            /* Which pass (C++ AgqProgram::process): original, resubmitted
+             * (pass 2), or a Tofino-only recirculated retry. */
+            md.in_port = ig_intr_md.ingress_port;
+            if (hdr.recirc.isValid()) {
+                md.in_port = hdr.recirc.in_port;
+                md.realloc = hdr.recirc.realloc;
+                md.reread = hdr.recirc.reread;
+                md.seen = hdr.recirc.seen;
+                md.complete = hdr.recirc.complete;
+                hdr.recirc.setInvalid();
+            } else if (ig_intr_md.resubmit_flag == 0) {
+                agq_packets.count(0);
             }
-            bool from_recirc = ig_intr_md.ingress_port == AGQ_RECIRC_PORT;
-            bool realloc = from_recirc && hdr.agq.reserved[15:8] == AGQ_RECIRC_REALLOC;
-            bool reaggregate = from_recirc && hdr.agq.reserved[15:8] == AGQ_RECIRC_AGGREGATE;
-            if (md.verdict == V_NONE) {
+            job_lookup.apply(hdr, md);                          /* stages 0-2 */
+            job_check.apply(hdr, md);                           /* stage 1 */
+            if (md.data_ok == 1) {
                 if (ig_intr_md.resubmit_flag == 1) {
-                    /* Pass 2 of a first contribution: no bitmap/count access. */
-                    md.first = 1;
-                    md.win = md.resub.window;
-                } else if (realloc || reaggregate) {
-                    /* Recirculated: slot_bitmap/slot_count already counted it. */
-                    md.count = hdr.agq.reserved[7:0];
-                    hdr.agq.reserved = 0;
-                    if (realloc) { md.first = 1; }
-                    if (md.count == md.job_n) { md.complete = 1; }
-                } else {
-                    bitmap_check.apply(md);                   /* S2-S3 */
-                    slot_counter.apply(md);                   /* S4 */
+                    md.first = 1;                               /* first_pass2 */
+                    md.complete = md.resub.complete;
+                } else if (md.realloc == 1) {
+                    md.first = 1;                               /* counted; pass 1 again */
+                } else if (md.reread == 0) {
+                    bitmap_check.apply(md);                     /* stages 2-3 */
+                    slot_counter.apply(hdr, md);                /* stage 4 */
                 }
-                if (md.first == 1 && ig_intr_md.resubmit_flag == 0) {
-                    md.ovf_in = WIN_PENDING;                  /* pass 1 marks the window */
-                } else if ((hdr.agq.flags & AGQ_FLAG_OVERFLOW) != 0 && md.seen_bits == 0) {
-                    md.ovf_in = WIN_OVERFLOW;
-                    agq_counters.count(C_AGQ_OVERFLOW);
+                /* slot_window_merge operand (one call site, as the C++):
+                 * pass 1 PENDING, else OVERFLOW for a new clipped contribution. */
+                if (md.first == 1) {
+                    md.win_operand = WIN_PENDING;
+                } else if (md.seen == 0 && (hdr.agq.flags & AGQ_FLAG_OVERFLOW) != 0) {
+                    md.win_operand = WIN_OVERFLOW;
                 }
                 if (ig_intr_md.resubmit_flag == 1 || md.first == 1) {
-                    row_occupancy_ctl.apply(md, ig_intr_md);  /* S5 */
+                    row_occupancy_ctl.apply(md, ig_intr_md);    /* stage 5 */
                 }
-                slot_window_ctl.apply(md, ig_intr_md);        /* S6 */
+                slot_window_ctl.apply(md, ig_intr_md);          /* stage 6 */
                 if (ig_intr_md.resubmit_flag == 0 && md.first == 1) {
-                    md.lane_clear = 1;
-                    md.lane_run = 1;
-                    window_alloc.apply(hdr, md);              /* S7-S11 */
-                } else if ((md.win & (WIN_FALLBACK | WIN_PENDING)) == 0 && md.win[6:3] != 0 &&
-                           (ig_intr_md.resubmit_flag == 0 || md.cas_ok == 1)) {
-                    md.lane_run = 1;
+                    window_alloc.apply(hdr, md);                /* stages 7-11 */
+                    if (md.old_hit == 1 && md.realloc == 0) {
+                        md.lane_run = 1;                        /* zero the released window */
+                        md.lane_clear = 1;
+                    }
                 }
+                result_select.apply(md, ig_intr_md);            /* stage 7 */
                 if (md.lane_run == 1) {
-                    lane_prep.apply(hdr, md);                 /* S7-S10 */
-                    lanes.apply(hdr, md);                     /* S11-S18 */
+                    lane_prep.apply(hdr, md);                   /* stages 7-9 */
+                    lanes.apply(hdr, md);                       /* stages 10-17 */
                 }
             }
-            result_select.apply(hdr, md, ig_intr_md);
             agq_forward.apply(hdr, md, ig_intr_md, ig_dprsr_md, ig_tm_md);
-            agq_counters.count(md.ctr);
         }
     }
 }

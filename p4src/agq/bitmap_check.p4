@@ -1,12 +1,12 @@
 /* Step 2 (PROTOCOL.md §4): slot_bitmap, a paired register (lo = version 0,
- * hi = version 1) indexed by slot_idx. One access per pass, two register
- * actions (one per version); each sets worker i's bit in bitmap_v, clears it
- * in bitmap_(1-v) (worker i holds the previous set's result) and returns the
- * old bitmap_v. seen = old & w_bit is one stage later (a SALU condition
- * cannot AND with a PHV operand).
+ * hi = version 1) indexed by slot_idx — C++ slot_bitmap_add(). One access
+ * per pass, two register actions (the half is a constant of each); each sets
+ * worker i's bit in half v, clears it in half 1-v (worker i holds the result
+ * of (s, 1-v)'s previous use) and returns half v as it was.
+ * seen = old & worker_bit is a VLIW AND one stage later: a SALU condition
+ * compares, it cannot AND with a PHV operand.
  *
- * Stage 2: slot_bitmap (1 SALU, 2 of 4 register actions).
- * Stage 3: seen_bits (VLIW). */
+ * Stage 2: slot_bitmap (1 SALU, 2 register actions). Stage 3: seen. */
 
 control BitmapCheck(inout ingress_metadata_t md) {
 
@@ -35,5 +35,6 @@ control BitmapCheck(inout ingress_metadata_t md) {
             md.bitmap_old = slot_bitmap_add_v1.execute(md.slot_idx);
         }
         md.seen_bits = md.bitmap_old & md.w_bit;
+        if (md.seen_bits != 0) { md.seen = 1; } else { md.seen = 0; }
     }
 }

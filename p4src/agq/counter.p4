@@ -1,13 +1,15 @@
 /* Step 3 (PROTOCOL.md §4): slot_count, paired 8+8 (lo = version 0, hi =
- * version 1), indexed by slot_idx. A new contribution counts
- * count_v = (count_v == N ? 1 : count_v + 1), so the first contribution of a
- * new use wraps N -> 1 without a separate reset; a seen packet only reads.
- * Four register actions: count_v0, count_v1, read_v0, read_v1 (the limit).
+ * version 1), indexed by slot_idx — C++ slot_count_inc() / slot_count_read().
+ * A new contribution counts count_v = (count_v == N ? 1 : count_v + 1), so
+ * the first contribution of a new use wraps N -> 1 without a reset; a seen
+ * packet only reads. Four register actions (the limit).
+ * first = !seen && count == 1, complete = count == N; a new contribution
+ * counts agq_contributions (and agq_overflow when it clipped), as the C++.
  *
- * Stage 4: slot_count (1 SALU).
- * Stage 5: first / complete (gateways on the SALU output). */
+ * Stage 4: slot_count (1 SALU). first/complete: gateways of stage 5. */
 
-control SlotCounter(inout ingress_metadata_t md) {
+control SlotCounter(inout ingress_headers_t hdr,
+                    inout ingress_metadata_t md) {
 
     Register<agq_pair8_t, slot_idx_t>(AGQ_SLOTS, {0, 0}) slot_count;
 
@@ -30,15 +32,20 @@ control SlotCounter(inout ingress_metadata_t md) {
         void apply(inout agq_pair8_t c, out bit<8> n) { n = c.hi; }
     };
 
+    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) agq_contributions;
+    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) agq_overflow;
+
     apply {
-        if (md.seen_bits == 0) {
+        if (md.seen == 0) {
             if (md.v == 0) { md.count = slot_count_inc_v0.execute(md.slot_idx); }
             else           { md.count = slot_count_inc_v1.execute(md.slot_idx); }
+            agq_contributions.count(0);
+            if ((hdr.agq.flags & AGQ_FLAG_OVERFLOW) != 0) { agq_overflow.count(0); }
         } else {
             if (md.v == 0) { md.count = slot_count_read_v0.execute(md.slot_idx); }
             else           { md.count = slot_count_read_v1.execute(md.slot_idx); }
         }
-        if (md.seen_bits == 0 && md.count == 1) { md.first = 1; }
+        if (md.seen == 0 && md.count == 1) { md.first = 1; }
         if (md.count == md.job_n) { md.complete = 1; }
     }
 }

@@ -1,12 +1,10 @@
-/* Egress, once per replica (PROTOCOL.md §4 step 7, §7): align the result
- * window and rewrite the destination of each replica.
- *
- *   S0 extract_t(win_end)      lane_k >>= 4(8 - win_end): the window
- *                              right-aligned (generated, one action per shift)
- *      egress_worker_t(job_id, egress_rid)  destination MAC, IPv4 and
- *                              worker_id (= rid) of a multicast replica
- *   S1 lane_k &= result_mask  (low W bits, grant_t, bridged)
- * The IPv4 checksum is recomputed by the egress deparser. */
+/* Egress, once per packet or replica (PROTOCOL.md §4 step 7, §7):
+ *   E0  egress_worker_t(job_id, egress_rid)  (bridge.rewrite: a multicast
+ *       replica) -> destination MAC, IPv4 and worker_id = rid — the C++
+ *       AgqProgram::egress(); extract_t(bridge.win_end) (bridge.extract: a
+ *       RESULT) lane_k >>= 4(8 - end) — the C++ lanes(extract)
+ *   E1  lane_k &= result_mask (low W bits, bridged from grant_t)
+ * The IPv4 checksum of a rewritten replica: egress deparser. */
 
 control EgressRewrite(inout egress_headers_t hdr,
                       inout egress_metadata_t md,
@@ -18,8 +16,6 @@ control EgressRewrite(inout egress_headers_t hdr,
 #define LANE_RES_MASK(L) hdr.agq.lane##L = hdr.agq.lane##L & hdr.bridge.result_mask;
     action lanes_res_mask() { AGQ_LANES_FOR_EACH(LANE_RES_MASK) }
 
-    /* The C++ pipeline's egress_worker_t: (job_id, rid = worker_id) -> the
-     * replica's destination; worker_id = rid. */
     action set_worker(bit<48> mac, bit<32> ipv4) {
         hdr.ethernet.dst_addr = mac;
         hdr.ipv4.dst_addr = ipv4;
@@ -38,10 +34,11 @@ control EgressRewrite(inout egress_headers_t hdr,
 
     apply {
         if (hdr.agq.isValid()) {
-            if (hdr.bridge.kind == BRIDGE_RESULT_MCAST || hdr.bridge.kind == BRIDGE_AGQ_MCAST) {
+            /* C++ egress(): only a RESULT replica is rewritten. */
+            if (hdr.bridge.rewrite == 1 && hdr.agq.type == AGQ_TYPE_RESULT) {
                 egress_worker_t.apply();
             }
-            if (hdr.bridge.kind == BRIDGE_RESULT_MCAST || hdr.bridge.kind == BRIDGE_RESULT_UCAST) {
+            if (hdr.bridge.extract == 1) {
                 extract_t.apply();
                 lanes_res_mask();
             }

@@ -13,15 +13,6 @@
  * learned/static port; a destination behind the ingress port is dropped.
  * Stage 0/1 (keys are packet fields), in parallel with job_t/worker_t. */
 
-#ifndef FLOOD_GROUP
-#define FLOOD_GROUP 0xFFFF
-#endif
-#ifndef AGQ_RECIRC_PORT
-#define AGQ_RECIRC_PORT 6          /* Tofino 2 pipe 0 recirculation port; Tofino 1: 68 */
-#endif
-const bit<8> AGQ_RECIRC_REALLOC   = 0xA1;  /* agq.reserved[15:8] of a CAS retry (only from AGQ_RECIRC_PORT) */
-const bit<8> AGQ_RECIRC_AGGREGATE = 0xA2;  /* ... of a contribution that found its window PENDING */
-
 control Forwarding(inout ingress_headers_t hdr,
                    inout ingress_metadata_t md,
                    in ingress_intrinsic_metadata_t ig_intr_md,
@@ -34,7 +25,11 @@ control Forwarding(inout ingress_headers_t hdr,
         ig_tm_md.ucast_egress_port = port;
     }
     action flood() {
+        /* Flood nodes have rid 0; L2 pruning applies to nodes whose rid equals
+         * ig_tm_md.rid, with the prune mask of level2_exclusion_id (setup_agq.py:
+         * L2 XID = port -> that port). */
         ig_tm_md.mcast_grp_a = FLOOD_GROUP;
+        ig_tm_md.rid = 0;
         ig_tm_md.level2_exclusion_id = (L2ExclusionId_t)ig_intr_md.ingress_port;
     }
     action route(PortId_t port) {
@@ -89,8 +84,10 @@ control Forwarding(inout ingress_headers_t hdr,
 
     apply {
         hdr.bridge.setValid();
-        hdr.bridge.kind = BRIDGE_PLAIN;
-        hdr.bridge.rid = 0;
+        hdr.bridge.rewrite = 0;
+        hdr.bridge.extract = 0;
+        hdr.bridge.win_end = 0;
+        hdr.bridge.result_mask = 0;
         if (hdr.arp.isValid() && hdr.arp.oper == 1 && arp_proxy.apply().hit) {
             /* answered */
         } else {
@@ -110,87 +107,86 @@ control Forwarding(inout ingress_headers_t hdr,
     }
 }
 
-/* Traffic-manager settings and header fields of every agq verdict: the
- * C++ pipeline's agq_forward_t (drop_invalid, drop_absorbed, drop_duplicate,
- * result_multicast, result_to_ps, result_resend, fallback_to_ps,
- * ps_result_multicast, ps_result_unicast). Multicast replicas get their
- * destination in the egress (egress_worker_t); unicast packets here. */
+/* What an agq packet does at the end of the ingress — C++ Ingress::forward()
+ * and the pass decisions of AgqProgram::process():
+ *   - the header of what leaves (RESULT: width, pos, guard, flags = v |
+ *     OVERFLOW; FALLBACK_DATA: width 0, pos 0, guard; PS_RESULT: RETRANSMIT
+ *     cleared), then agq_forward_t(verdict, delivery) — generated from the C++
+ *     table: port or PRE group, destination, type, added flags;
+ *   - the per-verdict counters of forward() (results, result_resent,
+ *     absorbed, duplicate);
+ *   - pass 1 of a first contribution: resubmit (never with drop_ctl, whose
+ *     bit 0 would cancel it);
+ *   - a Tofino-only retry: the original packet, ResubmitMd prepended
+ *     (hdr.recirc), to AGQ_RECIRC_PORT with bypass_egress.
+ * RESULT lanes are extracted in the egress (bridge.extract). */
 control AgqForward(inout ingress_headers_t hdr,
                    inout ingress_metadata_t md,
                    in ingress_intrinsic_metadata_t ig_intr_md,
                    inout ingress_intrinsic_metadata_for_deparser_t ig_dprsr_md,
                    inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
 
-    action result_fields() {
-        hdr.agq.type = AGQ_TYPE_RESULT;
-        hdr.agq.width = (bit<8>)md.w << 2;
-        hdr.agq.pos = (bit<8>)md.pos;
-        hdr.agq.guard = md.guard;
-        hdr.bridge.win_end = md.win_end;
-        hdr.bridge.result_mask = md.grant_result_mask;
-        hdr.udp.checksum = 0;
-    }
-    action set_dst(bit<48> mac, bit<32> ipv4) {
-        hdr.ethernet.dst_addr = mac;
-        hdr.ipv4.dst_addr = ipv4;
-    }
+    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) agq_results;
+    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) agq_result_resent;
+    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) agq_absorbed;
+    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) agq_duplicate;
+
+#include "generated/agq_forward_t.p4"
 
     apply {
         hdr.bridge.setValid();
-        hdr.bridge.kind = BRIDGE_PLAIN;
-        hdr.bridge.rid = 0;
-        hdr.bridge._pad = 0;
-        if (md.verdict == V_RESUBMIT) {
-            ig_dprsr_md.resubmit_type = AGQ_RESUBMIT_TYPE;    /* never with drop_ctl */
-        } else if (md.verdict == V_RESULT_MCAST) {             /* result_multicast */
-            result_fields();
-            hdr.bridge.kind = BRIDGE_RESULT_MCAST;
-            ig_tm_md.mcast_grp_a = md.mcast_grp;               /* replica rid = worker_id */
-        } else if (md.verdict == V_RESULT_PS) {                /* result_to_ps */
-            result_fields();
-            hdr.bridge.kind = BRIDGE_RESULT_UCAST;
-            set_dst(md.ps_mac, md.ps_ipv4);
-            ig_tm_md.ucast_egress_port = md.ps_port;
-        } else if (md.verdict == V_RESULT_RESEND) {            /* result_resend: back, addresses swapped */
-            result_fields();
-            hdr.agq.flags = hdr.agq.flags | AGQ_FLAG_RETRANSMIT;
-            hdr.bridge.kind = BRIDGE_RESULT_UCAST;
-            bit<48> mac = hdr.ethernet.dst_addr;
-            hdr.ethernet.dst_addr = hdr.ethernet.src_addr;
-            hdr.ethernet.src_addr = mac;
-            bit<32> ip = hdr.ipv4.dst_addr;
-            hdr.ipv4.dst_addr = hdr.ipv4.src_addr;
-            hdr.ipv4.src_addr = ip;
-            ig_tm_md.ucast_egress_port = ig_intr_md.ingress_port;
-        } else if (md.verdict == V_FALLBACK_DATA) {            /* fallback_to_ps */
-            hdr.agq.type = AGQ_TYPE_FALLBACK;
-            hdr.bridge.kind = BRIDGE_AGQ_UCAST;
-            set_dst(md.ps_mac, md.ps_ipv4);
-            ig_tm_md.ucast_egress_port = md.ps_port;
-        } else if (md.verdict == V_PS_RESULT) {                /* ps_result_multicast */
-            hdr.agq.type = AGQ_TYPE_RESULT;
-            hdr.agq.flags = hdr.agq.flags | AGQ_FLAG_FALLBACK;
-            hdr.bridge.kind = BRIDGE_AGQ_MCAST;
-            ig_tm_md.mcast_grp_a = md.mcast_grp;
-        } else if (md.verdict == V_PS_RESULT_UNICAST) {        /* ps_result_unicast */
-            hdr.agq.type = AGQ_TYPE_RESULT;
-            hdr.agq.flags = hdr.agq.flags | AGQ_FLAG_FALLBACK;
-            hdr.bridge.kind = BRIDGE_AGQ_UCAST;
-            set_dst(md.w_mac, md.w_ipv4);
-            ig_tm_md.ucast_egress_port = md.w_port;
-        } else if (md.verdict == V_RECIRCULATE) {
-            /* CAS failed (realloc) or the window was PENDING (re-aggregate):
-             * the packet comes back on the recirculation port carrying its
-             * count, and skips slot_bitmap/slot_count (already counted). */
-            hdr.agq.reserved = md.recirc_mark ++ md.count;
+        hdr.bridge.rewrite = 0;
+        hdr.bridge.extract = 0;
+        hdr.bridge.win_end = 0;
+        hdr.bridge.result_mask = 0;
+        if (md.resubmit == 1) {
+            ig_dprsr_md.resubmit_type = AGQ_RESUBMIT_TYPE;
+        } else if (md.recirculate == 1) {
+            hdr.bridge.setInvalid();
+            hdr.recirc.setValid();
+            hdr.recirc.occ_old = 0;
+            hdr.recirc.occ_new = 0;
+            hdr.recirc.window = 0;
+            hdr.recirc.complete = md.complete;
+            hdr.recirc.seen = md.seen;
+            if (ig_intr_md.resubmit_flag == 1) {     /* CAS lost: back to pass 1 */
+                hdr.recirc.realloc = 1;
+                hdr.recirc.reread = 0;
+            } else {                                 /* PENDING window: read it again */
+                hdr.recirc.realloc = 0;
+                hdr.recirc.reread = 1;
+            }
+            hdr.recirc.in_port = md.in_port;
             ig_tm_md.ucast_egress_port = AGQ_RECIRC_PORT;
+            ig_tm_md.bypass_egress = 1;
         } else {
-            ig_dprsr_md.drop_ctl = 1;          /* drop_invalid, drop_absorbed, drop_duplicate */
-        }
-        if (md.verdict == V_RESULT_MCAST || md.verdict == V_RESULT_PS ||
-            md.verdict == V_RESULT_RESEND) {
-            if ((md.win & WIN_OVERFLOW) != 0) {
-                hdr.agq.flags = hdr.agq.flags | AGQ_FLAG_OVERFLOW;
+            if (md.verdict == V_RESULT || md.verdict == V_RESEND) {
+                hdr.agq.width = (bit<8>)md.w << 2;
+                hdr.agq.pos = (bit<8>)md.pos;
+                hdr.agq.guard = md.guard;
+                hdr.agq.flags = 7w0 ++ md.v;
+                if ((md.win & WIN_OVERFLOW) != 0) {
+                    hdr.agq.flags = hdr.agq.flags | AGQ_FLAG_OVERFLOW;
+                }
+                hdr.bridge.extract = 1;
+                hdr.bridge.win_end = md.win_end;
+                hdr.bridge.result_mask = md.grant_result_mask;
+            } else if (md.verdict == V_FALLBACK_DATA) {
+                hdr.agq.width = 0;
+                hdr.agq.pos = 0;
+                hdr.agq.guard = md.guard;
+            } else if (md.verdict == V_PS_RESULT) {
+                hdr.agq.flags = hdr.agq.flags & ~AGQ_FLAG_RETRANSMIT;
+            }
+            agq_forward_t.apply();
+            if (md.verdict == V_ABSORB) {
+                agq_absorbed.count(0);
+            } else if (md.verdict == V_DUPLICATE) {
+                agq_duplicate.count(0);
+            } else if (md.verdict == V_RESULT) {
+                agq_results.count(0);
+            } else if (md.verdict == V_RESEND) {
+                agq_result_resent.count(0);
             }
         }
     }

@@ -30,6 +30,13 @@ const bit<8> AGQ_FLAG_FALLBACK   = 0x08;
 #ifndef AGQ_MAX_JOBS
 #define AGQ_MAX_JOBS 4096     /* AgqProgram::kMaxJobs */
 #endif
+#ifndef FLOOD_GROUP
+#define FLOOD_GROUP 0xFFFF
+#endif
+#ifndef AGQ_RECIRC_PORT
+#define AGQ_RECIRC_PORT 6          /* Tofino 2 pipe 0 recirculation port; check your SKU */
+#endif
+
 typedef bit<16> row_idx_t;
 typedef bit<16> slot_idx_t;
 
@@ -107,36 +114,48 @@ header agq_h {
     bit<32> lane28; bit<32> lane29; bit<32> lane30; bit<32> lane31;
 }
 
-/* Pass-1 -> pass-2 state of a first contribution (PROTOCOL.md §4 step 5).
- * 64 bits: the resubmit budget of Tofino 1 and Tofino 2. */
-header agq_resubmit_h {      /* ResubmitMd of switch/pipeline/agq/ingress.hpp */
-    bit<8>  occ_old;       /* row_occupancy_v as read in pass 1 (the CAS's expected value) */
+/* The pass-to-pass state of the C++ pipeline, ResubmitMd
+ * (switch/pipeline/agq/ingress.hpp), 64 bits. The same header travels two ways:
+ *  - resubmit (pass 1 -> pass 2 of a first contribution): emitted by the
+ *    ingress deparser's Resubmit extern from md.resub, read back by the
+ *    parser when ig_intr_md.resubmit_flag == 1;
+ *  - recirculation (Tofino only, PROTOCOL.md §4 step 5): prepended to the
+ *    original packet as hdr.recirc, sent to AGQ_RECIRC_PORT with
+ *    bypass_egress, parsed again by the ingress parser on that port:
+ *      realloc = 1  pass 2's compare-and-set failed: back to pass 1 "already
+ *                   counted, already cleared" (C++: resub.realloc, counted in
+ *                   agq_cas_retries);
+ *      reread  = 1  a contribution that is not first read a PENDING window:
+ *                   back to the slot_window step "already counted" with its
+ *                   seen/complete (the C++ passes are atomic, so software never
+ *                   takes this path; PROTOCOL.md §4 step 5).
+ * in_port: the packet's own ingress port (a recirculated packet arrives on
+ * the recirculation port; admission and result_resend need the worker's). */
+header agq_resubmit_h {
+    bit<8>  occ_old;       /* row_occupancy half v as pass 1 read it (the CAS's expected value) */
     bit<8>  occ_new;       /* with the old window released and the new one taken */
     bit<16> window;        /* new slot_window half (pos, w, FALLBACK, OVERFLOW) */
-    bit<8>  rtype;         /* AGQ_RESUBMIT_ALLOC */
-    bit<1>  complete;      /* the first contribution is also the last (N = 1) */
-    bit<1>  realloc;       /* recirculated after a failed CAS: no lane clear */
-    bit<22> _pad;
+    bit<1>  complete;      /* count_v == N when the packet was counted */
+    bit<1>  realloc;       /* recirculated after a failed CAS: no count, no lane clear */
+    bit<1>  reread;        /* recirculated after reading a PENDING window: no count */
+    bit<1>  seen;          /* (reread) the worker's bit was already set */
+    @padding bit<3> _pad0;
+    PortId_t in_port;      /* the original ingress port */
+    @padding bit<16> _pad1;
 }
 
-/* Ingress -> egress (bridged in front of Ethernet for every packet that
- * leaves through the traffic manager). */
+/* Ingress -> egress, in front of Ethernet on every packet that goes through
+ * the traffic manager to the egress (not on a recirculation: bypass_egress). */
 header agq_bridge_h {
-    bit<8>  kind;          /* BRIDGE_* */
-    bit<16> rid;           /* unused (multicast replicas carry eg_intr_md.egress_rid = worker_id) */
-    bit<4>  win_end;       /* result window: pos + w (extract_t key) */
-    bit<4>  _pad;
+    bit<1>  rewrite;       /* multicast replica: egress_worker_t(job_id, egress_rid) */
+    bit<1>  extract;       /* RESULT lanes: extract_t(win_end), then & result_mask */
+    @padding bit<2> _pad;
+    bit<4>  win_end;       /* pos + w of the result window (extract_t key) */
     bit<32> result_mask;   /* low W bits (grant_t) */
 }
 
-const bit<8> BRIDGE_PLAIN          = 0;  /* ordinary switching: no rewrite */
-const bit<8> BRIDGE_RESULT_MCAST   = 1;  /* RESULT: extract the window, rewrite per replica */
-const bit<8> BRIDGE_RESULT_UCAST   = 2;  /* RESULT to the PS / resend: extract only */
-const bit<8> BRIDGE_AGQ_MCAST      = 3;  /* PS_RESULT relayed to the workers: rewrite only */
-const bit<8> BRIDGE_AGQ_UCAST      = 4;  /* FALLBACK_DATA, PS_RESULT unicast: checksum only */
-
-const bit<8> AGQ_RESUBMIT_ALLOC = 1;
-const ResubmitType_t AGQ_RESUBMIT_TYPE = 1;   /* non-zero: see reference §3 on Tofino 1 */
+const ResubmitType_t AGQ_RESUBMIT_TYPE = 1;
+const bit<16> AGQ_NO_PRUNE_RID = 0xFFFF;   /* ig_tm_md.rid of a job's multicast: no PRE node has it */
 const DigestType_t SMAC_DIGEST_TYPE = 1;
 
 struct smac_learn_digest_t {
@@ -144,39 +163,9 @@ struct smac_learn_digest_t {
     PortId_t port;
 }
 
-/* Verdicts of result_select (PROTOCOL.md §4 step 7, §7). */
-const bit<8> V_NONE            = 0;   /* not agq: ordinary forwarding */
-const bit<8> V_DROP            = 1;   /* drop; md.ctr says why */
-const bit<8> V_RESUBMIT        = 2;   /* first contribution, pass 1 */
-const bit<8> V_RESULT_MCAST    = 3;   /* complete: RESULT to the job's workers */
-const bit<8> V_RESULT_PS       = 4;   /* complete, delivery = ps */
-const bit<8> V_RESULT_RESEND   = 5;   /* seen && count == N: RESULT unicast to worker i */
-const bit<8> V_ABSORBED        = 6;   /* consumed */
-const bit<8> V_DUPLICATE       = 7;   /* seen, pending: dropped */
-const bit<8> V_FALLBACK_DATA   = 8;   /* FALLBACK sequence: DATA to the PS unaggregated */
-const bit<8> V_PS_RESULT       = 9;   /* PS_RESULT: multicast to the job as RESULT */
-const bit<8> V_RECIRCULATE     = 10;  /* CAS failed / window PENDING: come back */
-const bit<8> V_PS_RESULT_UNICAST = 11; /* PS_RESULT with RETRANSMIT: to worker_id only */
-
-/* agq_counters indices: the counter names of PROTOCOL.md §9. */
-const bit<8> C_AGQ_PACKETS          = 0;
-const bit<8> C_AGQ_CONTRIBUTIONS    = 1;
-const bit<8> C_AGQ_FIRST            = 2;
-const bit<8> C_AGQ_RESUBMITS        = 3;
-const bit<8> C_AGQ_RESULTS          = 4;
-const bit<8> C_AGQ_RESULT_RESENT    = 5;
-const bit<8> C_AGQ_ABSORBED         = 6;
-const bit<8> C_AGQ_DUPLICATE        = 7;
-const bit<8> C_AGQ_FALLBACK         = 8;
-const bit<8> C_AGQ_FALLBACK_DATA    = 9;
-const bit<8> C_AGQ_PS_RESULTS       = 10;
-const bit<8> C_AGQ_OVERFLOW         = 11;
-const bit<8> C_DROPS_UNKNOWN_JOB    = 12;
-const bit<8> C_DROPS_BAD_WORKER     = 13;
-const bit<8> C_DROPS_BAD_SLOT       = 14;
-const bit<8> C_DROPS_BAD_WIDTH      = 15;
-const bit<8> C_AGQ_CAS_RETRY        = 16;
-const bit<8> C_COUNTERS             = 17;
+/* Verdicts (C++ Verdict, the agq_forward_t key) are generated:
+ * generated/verdict.p4 (V_DROP .. V_PS_RESULT_UNICAST). */
+#include "generated/verdict.p4"
 
 /* slot_window half (16 bits), switch/pipeline/agq/tables.hpp pack_window():
  *   [2:0] pos, [6:3] width in units, [7] FALLBACK, [8] OVERFLOW, [9] PENDING
@@ -190,7 +179,8 @@ struct agq_pair16_t { bit<16> lo; bit<16> hi; }
 struct agq_pair8_t  { bit<8>  lo; bit<8>  hi; }
 
 struct ingress_headers_t {
-    agq_bridge_h   bridge;    /* emitted first; set valid in ingress */
+    agq_bridge_h   bridge;    /* emitted first when valid (not on a recirculation) */
+    agq_resubmit_h recirc;    /* a recirculated retry (parsed on AGQ_RECIRC_PORT; emitted to recirculate) */
     ethernet_h     ethernet;
     vlan_h         vlan;
     ipv4_h         ipv4;
@@ -200,71 +190,80 @@ struct ingress_headers_t {
 }
 
 struct ingress_metadata_t {
-    agq_resubmit_h resub;     /* valid only on the resubmitted pass */
-    /* job_t */
+    agq_resubmit_h resub;      /* pass 2: the resubmit header; pass 1: the one it arms */
+    /* job_t (set_job) */
     bit<1>     job_hit;
     bit<8>     job_n;          /* N */
     bit<16>    job_slots;
     slot_idx_t slot_base;
     row_idx_t  row_base;
-    bit<4>     row_shift;      /* log2(slots_per_row) */
+    bit<5>     row_shift;      /* log2(slots_per_row), 0..16 */
     bit<8>     guard;          /* g */
-    bit<4>     w_min_units;    /* ceil((g + 2) / 4): smallest grant in units */
     bit<4>     max_units;      /* max_width / 4 */
-    bit<16>    mcast_grp;      /* PRE group of the job's workers */
-    bit<1>     deliver_ps;     /* result delivery = ps */
+    MulticastGroupId_t mcast_grp;   /* PRE group of the job's workers */
+    bit<1>     deliver_ps;     /* result delivery = ps (agq_forward_t key) */
     PortId_t   ps_port;
     bit<32>    ps_ipv4;
     bit<48>    ps_mac;
-    /* worker_t */
+    /* worker_t (set_worker) */
     bit<1>     worker_hit;
     PortId_t   w_port;
     bit<32>    w_ipv4;
-    bit<32>    w_bit;          /* 1 << worker_id (constant shifts only: from the table) */
+    bit<32>    w_bit;          /* 1 << worker_id, as action data (no variable shift) */
     bit<48>    w_mac;
+    /* pass */
+    PortId_t   in_port;        /* ingress port of the packet (of its first pass when recirculated) */
+    bit<1>     realloc;        /* C++ resub.realloc on pass 1 */
+    bit<1>     reread;         /* back from a PENDING window */
+    bit<1>     counted;        /* realloc || reread: slot_bitmap / slot_count skipped */
     /* indices */
     slot_idx_t slot_idx;
     row_idx_t  row_off;
     row_idx_t  row_idx;
     bit<1>     v;              /* slot version (flags bit 0) */
-    bit<4>     req_units;      /* min(R, max_width) / 4 */
+    bit<4>     req_units;      /* min(R / 4, max_units) */
     bit<3>     req_units_m1;   /* alloc_t key: req_units - 1 */
+    bit<4>     r_units;        /* R / 4 (trunc_t key) */
+    bit<3>     guard3;         /* grant_t key: g (0..5) */
     /* slot state */
     bit<32>    bitmap_old;
-    bit<32>    seen_bits;
+    bit<32>    seen_bits;      /* bitmap_old & w_bit */
+    bit<1>     seen;
     bit<8>     count;
     bit<1>     first;
     bit<1>     complete;
-    bit<16>    win;            /* slot_window half of this (slot, v) */
-    bit<3>     pos;            /* window of this sequence */
-    bit<4>     w;              /* ... width in units */
-    bit<4>     win_end;        /* pos + w (align_t key) */
-    bit<4>     r_units;        /* req_width / 4, uncapped (trunc_t key: the worker encoded with R) */
-    bit<3>     guard3;         /* grant_t key: g (0..5) */
+    bit<16>    win_operand;    /* slot_window_merge operand: PENDING (pass 1) or OVERFLOW (new, clipped) */
+    bit<16>    win;            /* slot_window half v as the register returned it */
+    bit<3>     pos;
+    bit<4>     w;
+    bit<4>     win_end;        /* pos + w (align_t key; bridged for extract_t) */
     bit<1>     grant_ok;       /* grant_t */
-    bit<32>    grant_result_mask;   /* low W bits (bridged to the egress) */
-    bit<32>    grant_value_mask;    /* low W - g bits */
-    bit<1>     alloc_ok;       /* grant_alloc_t: W - g >= 2 for the new window */
+    bit<32>    grant_result_mask;
+    bit<32>    grant_value_mask;
+    bit<1>     alloc_ok;       /* grant_alloc_t: the new window leaves W - g >= 2 */
     bit<32>    alloc_value_mask;
     bit<32>    alloc_result_mask;
     bit<3>     old_pos;        /* released window (previous use of v) */
     bit<4>     old_w;
     bit<8>     old_occ_mask;
-    bit<16>    ovf_in;         /* WIN_OVERFLOW when this DATA clipped and is not first */
-    bit<8>     occ;            /* row_occupancy half */
+    bit<32>    clear_mask;     /* ~cells of the released window (window_t) */
+    bit<1>     old_hit;        /* window_t hit: there is a window to clear */
+    bit<8>     occ;            /* row_occupancy half v (pass 1) */
     bit<8>     avail;          /* occ & ~old_occ_mask */
     bit<3>     new_pos;        /* alloc_t */
     bit<4>     new_w;
     bit<8>     new_occ_mask;
-    bit<1>     cas_ok;         /* pass 2: row_occupancy compare-and-set succeeded */
+    bit<8>     cas_old;        /* row_occupancy_cas output: the half before the CAS */
+    bit<1>     cas_ok;         /* cas_old == resub.occ_old */
     /* lanes */
-    bit<1>     lane_clear;     /* pass 1 of a first contribution: clear the old window */
-    bit<1>     lane_run;       /* run the lane processors at all */
-    bit<32>    clear_mask;     /* ~cells of the released window */
+    bit<1>     lane_run;       /* the lane registers run on this pass */
+    bit<1>     lane_clear;     /* ... with lane_clear (pass 1), else lane_add */
+    bit<1>     lane_load;      /* 0: the packet's value (add); 1: 0 (read the kept result) */
     /* decision */
-    bit<8>     verdict;
-    bit<8>     recirc_mark;    /* AGQ_RECIRC_* (agq.reserved[15:8] on the recirculated copy) */
-    bit<8>     ctr;            /* index into agq_counters */
+    bit<1>     data_ok;        /* a DATA packet passed admission */
+    bit<3>     verdict;        /* C++ Verdict (generated/verdict.p4) */
+    bit<1>     resubmit;       /* pass 1 arms the resubmit */
+    bit<1>     recirculate;    /* Tofino-only retry */
     PortId_t   learn_port;     /* smac learning digest */
 }
 

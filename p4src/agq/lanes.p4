@@ -1,21 +1,22 @@
-/* Step 6 (PROTOCOL.md §4): the lane processors.
+/* Step 6 (PROTOCOL.md §4): the lane path — C++ Ingress::lanes() without the
+ * extraction (extract_t and the result mask run in the egress,
+ * egress_rewrite.p4; docs/PIPELINE.md, stage map).
  *
- * LanePrep, contributions (the C++ pipeline's order, tables generated from it):
- *   S7  unpack the window: pos, w, win_end = pos + w
- *   S8  trunc_t(R, w):     lane_k >>= 4d, d = max(R/4 - w, 0) (one action per amount)
- *       grant_t(w, g):     value_mask = low W - g bits, result_mask = low W bits
- *   S9  lane_k &= value_mask  (a worker can never reach a neighbour's units)
- *   S10 align_t(win_end):  lane_k <<= 4(8 - win_end), into the window
- * A first contribution's pass 1 instead loads lane_k = ~cells of the released
- * window (clear_mask, window_t); a resend of a completed result loads 0 (add 0
- * returns the kept result).
+ * LanePrep (stages 7-9), contributions:
+ *   7  grant_t(w, g):     value_mask = low W - g bits, result_mask = low W bits
+ *      trunc_t(R/4, w):   lane_k >>= 4d, d = max(R/4 - w, 0) (one action per amount)
+ *      win_end = pos + w
+ *   8  lane_k &= value_mask  (a worker can never reach a neighbour's units)
+ *   9  align_t(win_end):  lane_k <<= 4(8 - win_end), into the window
+ * A resend (seen, complete) adds 0: the C++ masks with 0, here lane_k = 0.
+ * A first contribution's pass 1 loads lane_k = ~cells of the released window
+ * (window_t, stage 7) for lane_clear.
  *
- * Lanes (S11..S18): 32 paired registers lane00..lane31 (lo = version 0, hi =
- * version 1) indexed by row_idx, 4 per stage (4 SALUs per stage). Each lane is
- * one instance of LaneProcessor with the C++ register actions lane_add_v0/_v1
- * (half += lane, returns the new half) and lane_clear_v0/_v1 (half &= lane).
- * The new cell goes back into lane_k; the egress extracts the window
- * (extract_t, egress_rewrite.p4). */
+ * Lanes (stages 10-17): 32 paired registers (lo = version 0, hi = version 1)
+ * indexed by row_idx, 4 per stage (4 SALUs per stage). Each lane is one
+ * instance lane00..lane31 of LaneProcessor, whose register `cells` has the
+ * C++ register actions lane_add_v0/_v1 (half += x, returns the new half) and
+ * lane_clear_v0/_v1 (half &= keep). The new cell goes back into lane_k. */
 
 #define AGQ_LANES_FOR_EACH(M) \
     M(00) M(01) M(02) M(03) M(04) M(05) M(06) M(07) \
@@ -39,18 +40,20 @@ control LanePrep(inout ingress_headers_t hdr,
     action lanes_load_zero()  { AGQ_LANES_FOR_EACH(LANE_LOAD_ZERO) }
 
     apply {
-        md.pos = md.win[2:0];                    /* S7 */
+        md.pos = md.win[2:0];
         md.w = md.win[6:3];
         md.win_end = (bit<4>)md.win[2:0] + md.win[6:3];
-        grant_t.apply();                         /* S8: result_mask for every result path */
         if (md.lane_clear == 1) {
-            lanes_load_clear();                  /* clear_mask from window_t (S8) */
-        } else if (md.seen_bits != 0) {
-            lanes_load_zero();
+            lanes_load_clear();                  /* clear_mask from window_t (stage 7) */
         } else {
-            trunc_t.apply();                     /* S8 */
-            lanes_mask();                        /* S9 */
-            align_t.apply();                     /* S10 */
+            grant_t.apply();                     /* stage 7: masks of the window (result_mask: egress) */
+            if (md.lane_load == 1) {
+                lanes_load_zero();               /* read the kept result */
+            } else {
+                trunc_t.apply();                 /* stage 7 */
+                lanes_mask();                    /* stage 8 */
+                align_t.apply();                 /* stage 9 */
+            }
         }
     }
 }
@@ -88,10 +91,7 @@ control Lanes(inout ingress_headers_t hdr,
     AGQ_LANES_FOR_EACH(LANE_INSTANCE)
 
     apply {
-        if (md.lane_run == 1) {
-            /* No dependency between lanes: bf-p4c packs them 4 per stage
-             * (one SALU each), S11..S18 on Tofino 2. */
-            AGQ_LANES_FOR_EACH(LANE_APPLY)
-        }
+        /* No dependency between lanes: 4 per stage (one SALU each), stages 10-17. */
+        AGQ_LANES_FOR_EACH(LANE_APPLY)
     }
 }

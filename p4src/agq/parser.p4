@@ -9,15 +9,23 @@ parser AgqIngressParser(packet_in pkt,
                         out ingress_intrinsic_metadata_t ig_intr_md) {
     state start {
         pkt.extract(ig_intr_md);
-        /* Metadata the ingress reads before writing it. */
+        /* Metadata the ingress reads before it writes them. */
         md.job_hit = 0;
         md.worker_hit = 0;
+        md.data_ok = 0;
+        md.realloc = 0;
+        md.reread = 0;
+        md.seen = 0;
         md.first = 0;
         md.complete = 0;
         md.cas_ok = 0;
-        md.lane_clear = 0;
+        md.old_hit = 0;
         md.lane_run = 0;
-        md.ovf_in = 0;
+        md.lane_clear = 0;
+        md.lane_load = 0;
+        md.win_operand = 0;
+        md.resubmit = 0;
+        md.recirculate = 0;
         md.verdict = 0;
         transition select(ig_intr_md.resubmit_flag) {
             1: parse_resubmit;
@@ -26,13 +34,23 @@ parser AgqIngressParser(packet_in pkt,
     }
 
     state parse_resubmit {
-        /* The resubmit header replaces the port metadata on the second pass. */
+        /* Pass 2 of a first contribution: the 64-bit ResubmitMd sits where the
+         * port metadata (PORT_METADATA_SIZE, 192 bits on Tofino 2) would be. */
         pkt.extract(md.resub);
+        pkt.advance(PORT_METADATA_SIZE - 64);
         transition parse_ethernet;
     }
 
     state parse_port_metadata {
         pkt.advance(PORT_METADATA_SIZE);
+        transition select(ig_intr_md.ingress_port) {
+            AGQ_RECIRC_PORT: parse_recirc;    /* only agq retries recirculate */
+            default: parse_ethernet;
+        }
+    }
+
+    state parse_recirc {
+        pkt.extract(hdr.recirc);
         transition parse_ethernet;
     }
 
@@ -91,8 +109,8 @@ parser AgqEgressParser(packet_in pkt,
     state start {
         pkt.extract(eg_intr_md);
         pkt.extract(hdr.bridge);
-        transition select(hdr.bridge.kind) {
-            BRIDGE_PLAIN: accept;          /* ordinary traffic: nothing to rewrite */
+        transition select(hdr.bridge.rewrite, hdr.bridge.extract) {
+            (0, 0): accept;                /* nothing to rewrite: the rest is payload */
             default: parse_ethernet;
         }
     }

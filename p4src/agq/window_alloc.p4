@@ -1,27 +1,20 @@
 /* Steps 4 and 5 (PROTOCOL.md §4): row_occupancy, slot_window and the
- * occupancy-aware window allocation of a first contribution.
+ * occupancy-aware allocation of a first contribution — C++ first_pass1(),
+ * first_pass2() and the slot_window step of Ingress::apply().
  *
- * Pass 1, first contribution:
- *   S5  row_occupancy_read_v   occ = occupancy_v of the row
- *   S6  slot_window_merge_v    sets PENDING and returns the slot's previous
- *                              window of version v (the use before last, now
- *                              released)
- *   S7  unpack (old_pos, old_w)
- *   S8  window_t               its occupancy bits and ~cell mask (lanes clear it)
- *   S9  avail = occ & ~old_occ_mask
- *   S10 alloc_t(avail, R)      best-fit free run of W <= R units
- *   S11 grant_alloc_t(W, g)    W - g >= 2 ? (else FALLBACK)
- *   S12 fill the resubmit header (ResubmitMd)
- * Pass 2 (resubmitted):
- *   S5  row_occupancy_cas_v    old_occ -> new_occ; a concurrent change fails
- *                              it and the packet recirculates to pass 1
- *   S6  slot_window_write_v    only after a successful CAS, so a failed pass
- *                              never publishes a window it does not own
- * Other contributions: S6 slot_window_merge_v ORs this packet's OVERFLOW and
- * returns the window.
+ *   stage 5  row_occupancy   pass 1: row_occupancy_read_v   -> occ
+ *                            pass 2: row_occupancy_cas_v    old -> new
+ *   stage 6  slot_window     pass 1: slot_window_merge_v(PENDING) -> old window
+ *                            pass 2: slot_window_write_v(new window), only if the CAS held
+ *                            others: slot_window_merge_v(OVERFLOW if new and clipped, else 0)
+ *   stage 7  window_t(old pos, old w)      (pass 1)
+ *   stage 8  avail = occ & ~old_occ_mask
+ *   stage 9  alloc_t(avail, req_units - 1)
+ *   stage 10 grant_alloc_t(W, g): W - g >= 2, else FALLBACK
+ *   stage 11 the resubmit header (ResubmitMd)
  *
  * row_occupancy: 4 register actions (read_v0/v1, cas_v0/v1); slot_window: 4
- * (upd_v0/v1, write_v0/v1). */
+ * (merge_v0/v1, write_v0/v1). */
 
 control RowOccupancy(inout ingress_metadata_t md,
                      in ingress_intrinsic_metadata_t ig_intr_md) {
@@ -34,23 +27,27 @@ control RowOccupancy(inout ingress_metadata_t md,
     RegisterAction<agq_pair8_t, row_idx_t, bit<8>>(row_occupancy) row_occupancy_read_v1 = {
         void apply(inout agq_pair8_t o, out bit<8> rv) { rv = o.hi; }
     };
+    /* Compare-and-set. The C++ action returns 1/0; a SALU returns a register
+     * or PHV value, so this returns the half as it was and the next stage
+     * tests it against the expected value (cas_ok): the same outcome. */
     RegisterAction<agq_pair8_t, row_idx_t, bit<8>>(row_occupancy) row_occupancy_cas_v0 = {
-        void apply(inout agq_pair8_t o, out bit<8> ok) {
-            if (o.lo == md.resub.occ_old) { o.lo = md.resub.occ_new; ok = 1; } else { ok = 0; }
+        void apply(inout agq_pair8_t o, out bit<8> before) {
+            before = o.lo;
+            if (o.lo == md.resub.occ_old) { o.lo = md.resub.occ_new; }
         }
     };
     RegisterAction<agq_pair8_t, row_idx_t, bit<8>>(row_occupancy) row_occupancy_cas_v1 = {
-        void apply(inout agq_pair8_t o, out bit<8> ok) {
-            if (o.hi == md.resub.occ_old) { o.hi = md.resub.occ_new; ok = 1; } else { ok = 0; }
+        void apply(inout agq_pair8_t o, out bit<8> before) {
+            before = o.hi;
+            if (o.hi == md.resub.occ_old) { o.hi = md.resub.occ_new; }
         }
     };
 
-    bit<8> ok = 0;
     apply {
         if (ig_intr_md.resubmit_flag == 1) {
-            if (md.v == 0) { ok = row_occupancy_cas_v0.execute(md.row_idx); }
-            else           { ok = row_occupancy_cas_v1.execute(md.row_idx); }
-            md.cas_ok = ok[0:0];
+            if (md.v == 0) { md.cas_old = row_occupancy_cas_v0.execute(md.row_idx); }
+            else           { md.cas_old = row_occupancy_cas_v1.execute(md.row_idx); }
+            if (md.cas_old == md.resub.occ_old) { md.cas_ok = 1; }
         } else if (md.first == 1) {
             if (md.v == 0) { md.occ = row_occupancy_read_v0.execute(md.row_idx); }
             else           { md.occ = row_occupancy_read_v1.execute(md.row_idx); }
@@ -64,16 +61,16 @@ control SlotWindow(inout ingress_metadata_t md,
     Register<agq_pair16_t, slot_idx_t>(AGQ_SLOTS, {0, 0}) slot_window;
 
     RegisterAction<agq_pair16_t, slot_idx_t, bit<16>>(slot_window) slot_window_merge_v0 = {
-        void apply(inout agq_pair16_t w, out bit<16> rv) { w.lo = w.lo | md.ovf_in; rv = w.lo; }
+        void apply(inout agq_pair16_t w, out bit<16> rv) { w.lo = w.lo | md.win_operand; rv = w.lo; }
     };
     RegisterAction<agq_pair16_t, slot_idx_t, bit<16>>(slot_window) slot_window_merge_v1 = {
-        void apply(inout agq_pair16_t w, out bit<16> rv) { w.hi = w.hi | md.ovf_in; rv = w.hi; }
+        void apply(inout agq_pair16_t w, out bit<16> rv) { w.hi = w.hi | md.win_operand; rv = w.hi; }
     };
     RegisterAction<agq_pair16_t, slot_idx_t, bit<16>>(slot_window) slot_window_write_v0 = {
-        void apply(inout agq_pair16_t w, out bit<16> rv) { w.lo = md.resub.window; rv = w.lo; }
+        void apply(inout agq_pair16_t w, out bit<16> rv) { w.lo = md.resub.window; rv = md.resub.window; }
     };
     RegisterAction<agq_pair16_t, slot_idx_t, bit<16>>(slot_window) slot_window_write_v1 = {
-        void apply(inout agq_pair16_t w, out bit<16> rv) { w.hi = md.resub.window; rv = w.hi; }
+        void apply(inout agq_pair16_t w, out bit<16> rv) { w.hi = md.resub.window; rv = md.resub.window; }
     };
 
     apply {
@@ -89,10 +86,10 @@ control SlotWindow(inout ingress_metadata_t md,
     }
 }
 
-/* S7..S11 of a first contribution's pass 1. The tables are generated from
- * the C++ pipeline's tables (p4src/gen/gen_agq_tables.cpp): window_t, alloc_t.
- * grant_alloc_t (a copy of grant_t: one apply per table) says whether the
- * new window leaves W - g >= 2 value bits; if not -> FALLBACK. */
+/* Pass 1 of a first contribution after slot_window: release the slot's
+ * previous window of version v (every worker has its result, PROTOCOL §8),
+ * choose the new one, fill the resubmit header. Tables generated from the
+ * C++ (p4src/gen/gen_agq_tables.cpp): window_t, alloc_t, grant_alloc_t. */
 control WindowAlloc(inout ingress_headers_t hdr,
                     inout ingress_metadata_t md) {
 
@@ -100,30 +97,27 @@ control WindowAlloc(inout ingress_headers_t hdr,
 #include "generated/alloc_t.p4"
 #include "generated/grant_alloc_t.p4"
 
-    action fallback() {
-        md.resub.window = WIN_FALLBACK;
-        md.resub.occ_new = md.avail;
-    }
-    action grant() {
-        md.resub.window = 4w0 ++ 5w0 ++ md.new_w ++ md.new_pos;
-        md.resub.occ_new = md.avail | md.new_occ_mask;
-    }
-
     apply {
-        md.old_pos = md.win[2:0];                /* S7 */
-        md.old_w = md.win[6:3];
-        window_t.apply();                        /* S8: old window -> old_occ_mask, clear_mask */
-        md.avail = md.occ & ~md.old_occ_mask;    /* S9 */
-        alloc_t.apply();                         /* S10: new_pos, new_w, new_occ_mask */
-        grant_alloc_t.apply();                   /* S11: alloc_ok = W - g >= 2 */
-        md.resub.setValid();
+        md.old_pos = md.win[2:0];
+        if ((md.win & WIN_FALLBACK) != 0) { md.old_w = 0; } else { md.old_w = md.win[6:3]; }
+        if (window_t.apply().hit) { md.old_hit = 1; }        /* stage 7; w = 0 misses: masks 0 */
+        md.avail = md.occ & ~md.old_occ_mask;               /* stage 8 */
+        alloc_t.apply();                                     /* stage 9 */
+        grant_alloc_t.apply();                               /* stage 10 */
+        md.resub.setValid();                                 /* stage 11 */
         md.resub.occ_old = md.occ;
-        md.resub.rtype = AGQ_RESUBMIT_ALLOC;
-        md.resub.complete = 0;
-        if (md.job_n == 1) { md.resub.complete = 1; }
-        md.resub.realloc = 0;
-        md.resub._pad = 0;
-        if (md.alloc_ok == 0) { fallback(); } else { grant(); }   /* S12 */
+        md.resub.complete = md.complete;
+        md.resub.realloc = 0;          /* a resubmit to pass 2 (C++: resub.realloc = false) */
+        md.resub.reread = 0;
+        md.resub.seen = 0;
+        md.resub.in_port = md.in_port;
+        if (md.alloc_ok == 1) {
+            md.resub.occ_new = md.avail | md.new_occ_mask;
+            md.resub.window = 9w0 ++ md.new_w ++ md.new_pos;                  /* pack_window(pos, w, 0, 0) */
+        } else {
+            md.resub.occ_new = md.avail;
+            md.resub.window = WIN_FALLBACK;                                   /* pack_window(0, 0, 1, 0) */
+        }
         if ((hdr.agq.flags & AGQ_FLAG_OVERFLOW) != 0) {
             md.resub.window = md.resub.window | WIN_OVERFLOW;
         }

@@ -130,7 +130,7 @@ def entries_from_config(cfg: dict, port_map: dict[int, int] | None = None) -> di
         out["placements"].append({"job_id": jid, "row_base": row_base, "rows": rows, "slot_base": slot_base,
                                   "slots": slots, "row_shift": shift, "mcast_grp": grp})
         out["job_t"].append({
-            "job_id": jid, "action": "job",
+            "job_id": jid, "action": "set_job",
             "num_workers": n, "slots": slots, "slot_base": slot_base, "row_base": row_base,
             "row_shift": shift, "guard": g, "w_min_units": min_grant_units(g), "max_units": max_width // 4,
             "mcast_grp": grp, "deliver_ps": 1 if delivery == "ps" else 0,
@@ -148,7 +148,7 @@ def entries_from_config(cfg: dict, port_map: dict[int, int] | None = None) -> di
             port = dev(w["port"])
             ports.add(port)
             common = {"job_id": jid, "worker_id": wid}
-            out["worker_t"].append({**common, "action": "worker", "worker_bit": 1 << wid, "port": port,
+            out["worker_t"].append({**common, "action": "set_worker", "worker_bit": 1 << wid, "port": port,
                                     "ipv4": ip2int(w["ip"]), "mac": mac2int(w["mac"])})
             out["egress_worker_t"].append({"job_id": jid, "egress_rid": wid, "action": "set_worker",
                                            "mac": mac2int(w["mac"]), "ipv4": ip2int(w["ip"])})
@@ -186,9 +186,9 @@ def install(bfrt, e: dict, speed: str = "BF_SPEED_100G", fec: str = "BF_FEC_TYP_
         ig.forwarding.arp_proxy.add_with_answer(tpa=a["tpa"], mac=a["mac"])
     for j in e["job_t"]:
         args = {k: v for k, v in j.items() if k not in ("job_id", "action")}
-        ig.job_lookup.job_t.add_with_job(job_id=j["job_id"], **args)
+        ig.job_lookup.job_t.add_with_set_job(job_id=j["job_id"], **args)
     for w in e["worker_t"]:
-        ig.job_lookup.worker_t.add_with_worker(job_id=w["job_id"], worker_id=w["worker_id"],
+        ig.job_lookup.worker_t.add_with_set_worker(job_id=w["job_id"], worker_id=w["worker_id"],
                                                worker_bit=w["worker_bit"], port=w["port"],
                                                ipv4=w["ipv4"], mac=w["mac"])
     for w in e["egress_worker_t"]:

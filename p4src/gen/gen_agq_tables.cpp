@@ -231,6 +231,104 @@ std::string slot_row_t() {
   return o.str();
 }
 
+// Verdict constants: the C++ Verdict enum, the key of agq_forward_t.
+const char* verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::Drop: return "V_DROP";
+    case Verdict::Absorb: return "V_ABSORB";
+    case Verdict::Duplicate: return "V_DUPLICATE";
+    case Verdict::Result: return "V_RESULT";
+    case Verdict::Resend: return "V_RESEND";
+    case Verdict::FallbackData: return "V_FALLBACK_DATA";
+    case Verdict::PsResult: return "V_PS_RESULT";
+    case Verdict::PsResultUnicast: return "V_PS_RESULT_UNICAST";
+    case Verdict::Count: break;
+  }
+  throw std::runtime_error("verdict without a P4 name");
+}
+
+std::string verdict_p4() {
+  std::ostringstream o;
+  o << kHeader << "/* The C++ pipeline's Verdict (tables.hpp), key of agq_forward_t. */\n";
+  for (unsigned v = 0; v < unsigned(Verdict::Count); ++v)
+    o << "const bit<3> " << verdict_name(Verdict(v)) << " = " << v << ";\n";
+  return o.str();
+}
+
+// agq_forward_t: entries and action bodies from the C++ table (kind, type,
+// flags of every ForwardAction). The header fields of a RESULT (width, pos,
+// guard, flags = v | OVERFLOW) are written before it (AgqForward).
+std::string forward_body(const ForwardAction& a) {
+  using K = ForwardAction::Kind;
+  std::ostringstream o;
+  switch (a.kind) {
+    case K::Drop:
+      o << "        ig_dprsr_md.drop_ctl = 1;\n";
+      return o.str();
+    case K::MulticastJob:
+      o << "        ig_tm_md.mcast_grp_a = md.mcast_grp;         /* replicas: (worker port, rid = worker_id) */\n"
+        << "        ig_tm_md.rid = AGQ_NO_PRUNE_RID;             /* no node has it: no L2 pruning */\n"
+        << "        hdr.bridge.rewrite = 1;                      /* egress_worker_t per replica */\n";
+      break;
+    case K::UnicastPs:
+      o << "        ig_tm_md.ucast_egress_port = md.ps_port;\n"
+        << "        hdr.ethernet.dst_addr = md.ps_mac;\n"
+        << "        hdr.ipv4.dst_addr = md.ps_ipv4;\n";
+      break;
+    case K::SendBack:
+      o << "        ig_tm_md.ucast_egress_port = md.in_port;     /* back to the sender, addresses swapped */\n"
+        << "        bit<48> mac = hdr.ethernet.dst_addr;\n"
+        << "        hdr.ethernet.dst_addr = hdr.ethernet.src_addr;\n"
+        << "        hdr.ethernet.src_addr = mac;\n"
+        << "        bit<32> ip = hdr.ipv4.dst_addr;\n"
+        << "        hdr.ipv4.dst_addr = hdr.ipv4.src_addr;\n"
+        << "        hdr.ipv4.src_addr = ip;\n";
+      break;
+    case K::UnicastWorker:
+      o << "        ig_tm_md.ucast_egress_port = md.w_port;\n"
+        << "        hdr.ethernet.dst_addr = md.w_mac;\n"
+        << "        hdr.ipv4.dst_addr = md.w_ipv4;\n";
+      break;
+  }
+  o << "        hdr.agq.type = " << unsigned(a.type) << ";\n";
+  if (a.set_flags) o << "        hdr.agq.flags = hdr.agq.flags | " << hex(a.set_flags, 2) << ";\n";
+  o << "        hdr.udp.checksum = 0;\n";
+  return o.str();
+}
+
+std::string agq_forward_t() {
+  const auto& t = const_tables().agq_forward_t;
+  std::ostringstream acts, names, entries;
+  std::map<std::string, std::string> bodies;
+  for (std::size_t k = 0; k < t.key_space(); ++k) {
+    const auto& e = t.entry(k);
+    if (!e) continue;
+    const std::string body = forward_body(*e);
+    auto [it, fresh] = bodies.emplace(e->name, body);
+    if (!fresh && it->second != body) throw std::runtime_error(std::string("agq_forward_t: two bodies for ") + e->name);
+    if (fresh) {
+      acts << "    action " << e->name << "() {\n" << body << "    }\n";
+      names << " " << e->name << ";";
+    }
+    entries << "            (" << verdict_name(Verdict(k >> 1)) << ", " << (k & 1) << ") : " << e->name << "();\n";
+  }
+  std::ostringstream o;
+  o << kHeader
+    << "/* agq_forward_t(verdict, delivery = ps): where the packet goes, its type and the\n"
+    << " * flags it gains (C++ ForwardAction kind/type/set_flags, tables.cpp fill_forward). */\n"
+    << acts.str()
+    << "    table agq_forward_t {\n"
+    << "        key = {\n"
+    << "            md.verdict    : exact;\n"
+    << "            md.deliver_ps : exact;\n"
+    << "        }\n"
+    << "        actions = {" << names.str() << " }\n"
+    << "        const default_action = drop_invalid();\n"
+    << "        size = " << t.key_space() << ";\n"
+    << "        const entries = {\n" << entries.str() << "        }\n    }\n";
+  return o.str();
+}
+
 std::map<std::string, std::string> all_files() {
   const auto& t = const_tables();
   std::map<std::string, std::string> f;
@@ -239,6 +337,8 @@ std::map<std::string, std::string> all_files() {
   f["grant_t.p4"] = grant_table(t.grant_t, "grant", "md.w", "grant_");
   f["grant_alloc_t.p4"] = grant_table(t.grant_alloc_t, "grant_alloc", "md.new_w", "alloc_");
   f["slot_row_t.p4"] = slot_row_t();
+  f["verdict.p4"] = verdict_p4();
+  f["agq_forward_t.p4"] = agq_forward_t();
   const auto plain = [](std::size_t k) { return std::to_string(k); };
   // trunc_key(r_units, w) = r << 4 | w
   const auto r_w = [](std::size_t k) { return "(" + std::to_string(k >> 4) + ", " + std::to_string(k & 15) + ")"; };
