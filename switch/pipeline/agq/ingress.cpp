@@ -1,5 +1,6 @@
 // The agq ingress control, stage by stage. Stage numbers are those of the
-// Tofino 2 layout in docs/PIPELINE.md (one pass for all 32 lanes). Each register is touched by at most one register action per
+// Tofino 2 stage map in docs/PIPELINE.md (one pass for all 32 lanes; the
+// result extraction is egress E0/E1 there, the end of this pass here). Each register is touched by at most one register action per
 // pass, whatever path the packet takes (tna::Register checks it under
 // AGQ_CHECK_TNA_RULES); every shift by a data-dependent amount is a table of
 // constant-shift actions; the only loop is over the 32 lanes, which are 32
@@ -81,8 +82,8 @@ void Ingress::apply(Headers& hdr, Metadata& md, ResubmitMd& resub, const tna::In
     return;
   }
 
-  // ---- stage 1: indices (slot_row_t: the job's constant shift; the
-  // validation above is this stage's gateway)
+  // ---- stages 1-2: indices (slot_row_t: the job's constant shift; the
+  // validation above is stage 1's gateway; row = row_base + row_off: stage 2)
   md.v = a.version_bit();
   md.slot_idx = md.job.slot_base + a.slot;
   md.row = md.job.row_base + tables_.slot_row_t.apply(md.job.row_shift).run(a.slot);
@@ -109,10 +110,10 @@ void Ingress::apply(Headers& hdr, Metadata& md, ResubmitMd& resub, const tna::In
     md.first = true;
     md.complete = resub.complete;
   } else {
-    // ---- stage 2: slot_bitmap
+    // ---- stage 2: slot_bitmap; stage 3: seen = old & bit
     const uint32_t old = slot_bitmap_add(regs_.slot_bitmap, md.v, md.worker.worker_bit).execute(md.slot_idx);
     md.seen = (old & md.worker.worker_bit) != 0;
-    // ---- stage 3: slot_count
+    // ---- stage 4: slot_count
     md.count = md.seen ? slot_count_read(regs_.slot_count, md.v).execute(md.slot_idx)
                        : slot_count_inc(regs_.slot_count, md.v, md.job.num_workers).execute(md.slot_idx);
     md.first = !md.seen && md.count == 1;
@@ -129,9 +130,9 @@ void Ingress::apply(Headers& hdr, Metadata& md, ResubmitMd& resub, const tna::In
     return;
   }
 
-  // ---- stage 5: slot_window (a new contribution merges its OVERFLOW; one
+  // ---- stage 6: slot_window (a new contribution merges its OVERFLOW; one
   // P4 call site: operand = first ? PENDING : (new && OVERFLOW)).
-  // Stage 4, row_occupancy, is only for first contributions.
+  // Stage 5, row_occupancy, is only for first contributions.
   // On Tofino a window still PENDING here belongs to a first contribution
   // between its passes; such a packet recirculates (docs/PIPELINE.md). The
   // software passes of one packet are atomic, so it is never seen.
@@ -145,7 +146,7 @@ void Ingress::apply(Headers& hdr, Metadata& md, ResubmitMd& resub, const tna::In
   }
   md.pos = uint8_t(window_pos(md.window));
   md.w = uint8_t(window_units(md.window));
-  // ---- stage 6: grant_t (trunc_t shares the stage: see lanes())
+  // ---- stage 7: grant_t (trunc_t shares the stage: see lanes())
   md.grant = tables_.grant_t.apply(grant_key(md.w, md.job.guard));
 
   if (!md.seen) {
@@ -164,24 +165,24 @@ void Ingress::apply(Headers& hdr, Metadata& md, ResubmitMd& resub, const tna::In
 // version (every worker has its result: PROTOCOL §8) and choose the new one.
 void Ingress::first_pass1(proto::Agq& a, Metadata& md, ResubmitMd& resub) {
   if (!resub.realloc) ++c_.first;
-  // ---- stage 4: row_occupancy (read)
+  // ---- stage 5: row_occupancy (read)
   const uint8_t occ = row_occupancy_read(regs_.row_occupancy, md.v).execute(md.row);
-  // ---- stage 5: slot_window (read the old window, mark PENDING)
+  // ---- stage 6: slot_window (read the old window, mark PENDING)
   const uint16_t old = slot_window_merge(regs_.slot_window, md.v, kWinPending).execute(md.slot_idx);
   const unsigned old_w = (old & kWinFallback) ? 0 : window_units(old);
-  // ---- stage 6: window_t (masks of the old window; w = 0 misses: masks 0)
+  // ---- stage 7: window_t (masks of the old window; w = 0 misses: masks 0)
   const WindowAction& oldw = tables_.window_t.apply(window_key(window_pos(old), old_w));
   const uint8_t free_occ = uint8_t(occ & ~oldw.occ_mask);
-  // ---- stage 7: free = occ & ~old; stage 8: alloc_t
+  // ---- stage 8: free = occ & ~old; stage 9: alloc_t
   const AllocAction& al = tables_.alloc_t.apply(alloc_key(free_occ, md.req_units));
-  // ---- stage 9: grant_alloc_t (is the window wide enough for the guard bits?)
+  // ---- stage 10: grant_alloc_t (is the window wide enough for the guard bits?)
   const bool ok = tables_.grant_alloc_t.apply(grant_key(al.w, md.job.guard)).ok;
   const bool ovf = (a.flags & proto::kAgqFlagOverflow) != 0;
   resub.occ_old = occ;
   resub.occ_new = ok ? uint8_t(free_occ | al.occ_mask) : free_occ;
   resub.window = ok ? pack_window(al.pos, al.w, false, ovf) : pack_window(0, 0, true, ovf);
   resub.complete = md.complete;
-  // ---- stage 10: resubmit header; stages 9-16: lane00..lane31 (the
+  // ---- stage 11: resubmit header; stages 10-17: lane00..lane31 (the
   // invariant: a free unit is zero)
   if (!resub.realloc && oldw.cell_mask != 0)
     for (int k = 0; k < kLanes; ++k) lane_clear(regs_.lanes[k], md.v, ~oldw.cell_mask).execute(md.row);
@@ -195,12 +196,12 @@ void Ingress::first_pass1(proto::Agq& a, Metadata& md, ResubmitMd& resub) {
 void Ingress::first_pass2(proto::Agq& a, Metadata& md, ResubmitMd& resub, bool& retry) {
   md.first = true;
   md.complete = resub.complete;
-  // ---- stage 4: row_occupancy (compare-and-set)
+  // ---- stage 5: row_occupancy (compare-and-set)
   if (!row_occupancy_cas(regs_.row_occupancy, md.v, resub.occ_old, resub.occ_new).execute(md.row)) {
     retry = true;
     return;
   }
-  // ---- stage 5: slot_window (write; clears PENDING)
+  // ---- stage 6: slot_window (write; clears PENDING)
   md.window = slot_window_write(regs_.slot_window, md.v, resub.window).execute(md.slot_idx);
   if (md.window & kWinFallback) {
     ++c_.fallback;
@@ -210,16 +211,17 @@ void Ingress::first_pass2(proto::Agq& a, Metadata& md, ResubmitMd& resub, bool& 
   }
   md.pos = uint8_t(window_pos(md.window));
   md.w = uint8_t(window_units(md.window));
-  // ---- stage 6: grant_t
+  // ---- stage 7: grant_t
   md.grant = tables_.grant_t.apply(grant_key(md.w, md.job.guard));
   lanes(a, md, /*add=*/true, /*extract=*/md.complete);
   md.verdict = md.complete ? Verdict::Result : Verdict::Absorb;
 }
 
-// ---- stages 6-18: the lane path, 32 lanes side by side.
-//   6 trunc_t (>> d), 7 value mask, 8 align_t (<< 4(8-end)), 9-16 lane_add
-//   (4 lane registers per stage), 17 extract_t (>> 4(8-end)), 18 result
-//   mask. `add` = false reads (adds 0).
+// ---- stages 7-17 and E0-E1: the lane path, 32 lanes side by side.
+//   7 trunc_t (>> d), 8 value mask, 9 align_t (<< 4(8-end)), 10-17 lane_add
+//   (4 lane registers per stage); E0 extract_t (>> 4(8-end)), E1 result
+//   mask (Tofino: egress; here the end of the pass, same bits). `add` =
+//   false reads (adds 0).
 void Ingress::lanes(proto::Agq& a, const Metadata& md, bool add, bool extract) {
   uint32_t* x = a.lanes.data();
   const unsigned end = md.pos + md.w;
@@ -235,7 +237,7 @@ void Ingress::lanes(proto::Agq& a, const Metadata& md, bool add, bool extract) {
   for (int k = 0; k < kLanes; ++k) x[k] &= md.grant.result_mask;
 }
 
-// ---- stage 19: agq_forward_t (verdict, delivery) -> where, and the header.
+// ---- stages 8-9: agq_forward_t (verdict, delivery) -> where, and the header.
 void Ingress::forward(Headers& hdr, Metadata& md, const tna::IngressIntrinsicMd& ig_intr_md,
                       tna::IngressIntrinsicMdForTm& ig_tm_md, tna::IngressIntrinsicMdForDeparser& ig_dprsr_md) {
   proto::Agq& a = hdr.agq;
