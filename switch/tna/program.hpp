@@ -22,6 +22,27 @@
 
 namespace agq::tna {
 
+// One packet of a burst handed to Program::process_burst(): the frame's bytes
+// (rewritten in place, length never changes), its intrinsic metadata, and the
+// traffic manager's decision, filled in by the program.
+struct BurstPacket {
+  uint8_t* bytes = nullptr;
+  uint16_t len = 0;
+  IngressIntrinsicMd md;
+  Decision decision;
+};
+
+// Shard of a frame (docs/PROTOCOL.md section 10); kAnyShard: no shard state,
+// any lcore may process it.
+inline constexpr uint32_t kAnyShard = 0xFFFFFFFFu;
+
+// A learned (source MAC, ingress port) the program reports to the control
+// plane instead of writing its own table (TNA's digest).
+struct MacDigest {
+  uint8_t mac[6];
+  PortId port;
+};
+
 // A named counter visitor: called once per counter.
 using CounterVisitor = std::function<void(std::string_view name, uint64_t value)>;
 
@@ -32,6 +53,19 @@ class Program {
 
   // Runs one packet to completion (all passes). `bytes` holds the frame.
   virtual Decision process(std::span<uint8_t> bytes, const IngressIntrinsicMd& md) = 0;
+
+  // A whole rx burst, stage by stage over the vector (VPP-style; equal to
+  // calling process() on each packet in order, which is Tofino's semantics:
+  // every register sees the packets in arrival order). The default loops.
+  virtual void process_burst(BurstPacket* pkts, unsigned n) {
+    for (unsigned i = 0; i < n; ++i)
+      pkts[i].decision = process(std::span<uint8_t>(pkts[i].bytes, pkts[i].len), pkts[i].md);
+  }
+
+  // The frame's shard (docs/PROTOCOL.md section 10): the dataplane gives it
+  // to lcore shard % lcores, whose instance of the program owns that state.
+  // Read-only, cheap (fixed offsets plus a job lookup), any thread.
+  virtual uint32_t shard_of(std::span<const uint8_t> /*bytes*/) const { return kAnyShard; }
 
   // Egress control, run once per replica of a multicast decision (TNA's
   // egress pipeline with eg_intr_md.egress_rid). A program that rewrites
