@@ -1,7 +1,7 @@
 /* Egress, once per packet or replica (PROTOCOL.md §4 step 7, §7):
  *   E0  egress_worker_t(job_id, egress_rid)  (bridge.rewrite: a multicast
  *       replica) -> destination MAC, IPv4 and worker_id = rid — the C++
- *       AgqProgram::egress(); extract_t(bridge.win_end) (bridge.extract: a
+ *       AgqProgram::egress(); extract_t(bridge.win_pos, win_w) (bridge.extract: a
  *       RESULT) lane_k >>= 4(8 - end) — the C++ lanes(extract)
  *   E1  lane_k &= result_mask (low W bits, bridged from grant_t)
  * The IPv4 checksum of a rewritten replica: egress deparser. */
@@ -13,13 +13,15 @@ control EgressRewrite(inout egress_headers_t hdr,
 
 #include "generated/extract_t.p4"
 
-#define LANE_RES_MASK(L) hdr.agq.lane##L = hdr.agq.lane##L & hdr.bridge.result_mask;
-    action lanes_res_mask() { AGQ_LANES_FOR_EACH(LANE_RES_MASK) }
+#define AGQ_OPERAND_ hdr.bridge.result_mask
+    action lanes_res_mask() { AGQ_LANES_FOR_EACH(AGQ_LANE_AND_) }
+#undef AGQ_OPERAND_
 
     action set_worker(bit<48> mac, bit<32> ipv4) {
         hdr.ethernet.dst_addr = mac;
         hdr.ipv4.dst_addr = ipv4;
         hdr.agq.worker_id = eg_intr_md.egress_rid[7:0];
+        md.ipv4_csum = 1;
     }
 
     table egress_worker_t {
@@ -29,7 +31,7 @@ control EgressRewrite(inout egress_headers_t hdr,
         }
         actions = { set_worker; @defaultonly NoAction; }
         const default_action = NoAction;
-        size = AGQ_MAX_JOBS * 32;
+        size = AGQ_MAX_WORKERS;
     }
 
     apply {

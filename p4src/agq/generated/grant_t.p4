@@ -2,75 +2,64 @@
  * Do not edit: rebuild and run
  *   build/p4src/gen_agq_tables --out p4src/agq/generated
  * (ctest p4_generated_tables_current fails when this file is stale). */
-/* grant_t(w, g): is a grant of w units usable for guard g (W - g >= 2),
- * the contribution mask (low W - g bits) and the result mask (low W bits). */
-    action grant(bit<1> ok, bit<32> value_mask, bit<32> result_mask) {
-        md.grant_ok = ok;
-        md.grant_value_mask = value_mask;
-        md.grant_result_mask = result_mask;
+/* grant_t(w, g): the result mask (low W bits) of a window of w units,
+ * bridged to the egress (extract, E1). The value mask is in trunc_t. */
+    action grant(bit<32> result_mask) {
+        hdr.bridge.result_mask = result_mask;
     }
     table grant_t {
         key = {
-            md.w : exact;
-            md.guard3 : exact;
+            md.win[6:3] : exact @name("w");
+            md.guard    : exact;
         }
         actions = { grant; }
-        const default_action = grant(0, 0, 0);
+        const default_action = grant(0);
         size = 128;
         const entries = {
-            (0, 0) : grant(0, 0x00000000, 0x00000000);
-            (0, 1) : grant(0, 0x00000000, 0x00000000);
-            (0, 2) : grant(0, 0x00000000, 0x00000000);
-            (0, 3) : grant(0, 0x00000000, 0x00000000);
-            (0, 4) : grant(0, 0x00000000, 0x00000000);
-            (0, 5) : grant(0, 0x00000000, 0x00000000);
-            (1, 0) : grant(1, 0x0000000f, 0x0000000f);
-            (1, 1) : grant(1, 0x00000007, 0x0000000f);
-            (1, 2) : grant(1, 0x00000003, 0x0000000f);
-            (1, 3) : grant(0, 0x00000000, 0x00000000);
-            (1, 4) : grant(0, 0x00000000, 0x00000000);
-            (1, 5) : grant(0, 0x00000000, 0x00000000);
-            (2, 0) : grant(1, 0x000000ff, 0x000000ff);
-            (2, 1) : grant(1, 0x0000007f, 0x000000ff);
-            (2, 2) : grant(1, 0x0000003f, 0x000000ff);
-            (2, 3) : grant(1, 0x0000001f, 0x000000ff);
-            (2, 4) : grant(1, 0x0000000f, 0x000000ff);
-            (2, 5) : grant(1, 0x00000007, 0x000000ff);
-            (3, 0) : grant(1, 0x00000fff, 0x00000fff);
-            (3, 1) : grant(1, 0x000007ff, 0x00000fff);
-            (3, 2) : grant(1, 0x000003ff, 0x00000fff);
-            (3, 3) : grant(1, 0x000001ff, 0x00000fff);
-            (3, 4) : grant(1, 0x000000ff, 0x00000fff);
-            (3, 5) : grant(1, 0x0000007f, 0x00000fff);
-            (4, 0) : grant(1, 0x0000ffff, 0x0000ffff);
-            (4, 1) : grant(1, 0x00007fff, 0x0000ffff);
-            (4, 2) : grant(1, 0x00003fff, 0x0000ffff);
-            (4, 3) : grant(1, 0x00001fff, 0x0000ffff);
-            (4, 4) : grant(1, 0x00000fff, 0x0000ffff);
-            (4, 5) : grant(1, 0x000007ff, 0x0000ffff);
-            (5, 0) : grant(1, 0x000fffff, 0x000fffff);
-            (5, 1) : grant(1, 0x0007ffff, 0x000fffff);
-            (5, 2) : grant(1, 0x0003ffff, 0x000fffff);
-            (5, 3) : grant(1, 0x0001ffff, 0x000fffff);
-            (5, 4) : grant(1, 0x0000ffff, 0x000fffff);
-            (5, 5) : grant(1, 0x00007fff, 0x000fffff);
-            (6, 0) : grant(1, 0x00ffffff, 0x00ffffff);
-            (6, 1) : grant(1, 0x007fffff, 0x00ffffff);
-            (6, 2) : grant(1, 0x003fffff, 0x00ffffff);
-            (6, 3) : grant(1, 0x001fffff, 0x00ffffff);
-            (6, 4) : grant(1, 0x000fffff, 0x00ffffff);
-            (6, 5) : grant(1, 0x0007ffff, 0x00ffffff);
-            (7, 0) : grant(1, 0x0fffffff, 0x0fffffff);
-            (7, 1) : grant(1, 0x07ffffff, 0x0fffffff);
-            (7, 2) : grant(1, 0x03ffffff, 0x0fffffff);
-            (7, 3) : grant(1, 0x01ffffff, 0x0fffffff);
-            (7, 4) : grant(1, 0x00ffffff, 0x0fffffff);
-            (7, 5) : grant(1, 0x007fffff, 0x0fffffff);
-            (8, 0) : grant(1, 0xffffffff, 0xffffffff);
-            (8, 1) : grant(1, 0x7fffffff, 0xffffffff);
-            (8, 2) : grant(1, 0x3fffffff, 0xffffffff);
-            (8, 3) : grant(1, 0x1fffffff, 0xffffffff);
-            (8, 4) : grant(1, 0x0fffffff, 0xffffffff);
-            (8, 5) : grant(1, 0x07ffffff, 0xffffffff);
+            (1, 0) : grant(0x0000000f);
+            (1, 1) : grant(0x0000000f);
+            (1, 2) : grant(0x0000000f);
+            (2, 0) : grant(0x000000ff);
+            (2, 1) : grant(0x000000ff);
+            (2, 2) : grant(0x000000ff);
+            (2, 3) : grant(0x000000ff);
+            (2, 4) : grant(0x000000ff);
+            (2, 5) : grant(0x000000ff);
+            (3, 0) : grant(0x00000fff);
+            (3, 1) : grant(0x00000fff);
+            (3, 2) : grant(0x00000fff);
+            (3, 3) : grant(0x00000fff);
+            (3, 4) : grant(0x00000fff);
+            (3, 5) : grant(0x00000fff);
+            (4, 0) : grant(0x0000ffff);
+            (4, 1) : grant(0x0000ffff);
+            (4, 2) : grant(0x0000ffff);
+            (4, 3) : grant(0x0000ffff);
+            (4, 4) : grant(0x0000ffff);
+            (4, 5) : grant(0x0000ffff);
+            (5, 0) : grant(0x000fffff);
+            (5, 1) : grant(0x000fffff);
+            (5, 2) : grant(0x000fffff);
+            (5, 3) : grant(0x000fffff);
+            (5, 4) : grant(0x000fffff);
+            (5, 5) : grant(0x000fffff);
+            (6, 0) : grant(0x00ffffff);
+            (6, 1) : grant(0x00ffffff);
+            (6, 2) : grant(0x00ffffff);
+            (6, 3) : grant(0x00ffffff);
+            (6, 4) : grant(0x00ffffff);
+            (6, 5) : grant(0x00ffffff);
+            (7, 0) : grant(0x0fffffff);
+            (7, 1) : grant(0x0fffffff);
+            (7, 2) : grant(0x0fffffff);
+            (7, 3) : grant(0x0fffffff);
+            (7, 4) : grant(0x0fffffff);
+            (7, 5) : grant(0x0fffffff);
+            (8, 0) : grant(0xffffffff);
+            (8, 1) : grant(0xffffffff);
+            (8, 2) : grant(0xffffffff);
+            (8, 3) : grant(0xffffffff);
+            (8, 4) : grant(0xffffffff);
+            (8, 5) : grant(0xffffffff);
         }
     }
