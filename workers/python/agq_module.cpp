@@ -152,7 +152,7 @@ PYBIND11_MODULE(_agq, m) {
            py::arg("self_mac") = "", py::arg("ps_ip") = "", py::arg("ps_mac") = "", py::arg("file_prefix") = "",
            py::arg("mem_mb") = 128, py::arg("connect_timeout") = 5.0, py::arg("idle_sleep_us") = 200,
            py::arg("init_width") = 32, py::arg("init_scale") = 16.0, py::arg("error_budget") = 1e-4,
-           py::arg("margin") = 2.0, py::arg("rto_ms") = 20.0, py::arg("rto_max_ms") = 320.0,
+           py::arg("margin") = 4.0, py::arg("rto_ms") = 20.0, py::arg("rto_max_ms") = 320.0,
            py::arg("max_retries") = 20, py::arg("reply_timeout") = 5.0, py::arg("window") = 0, py::arg("row_shift") = -1)
       .def("submit", &PyClient::submit, py::arg("input"), py::arg("output"), py::arg("scale") = 1.0f,
            py::arg("tag") = 0, py::arg("bound") = py::none(),
