@@ -58,6 +58,9 @@ def rank_main(rank, world, backend, cfg, out_path, init_file, vdev=None, job=Non
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     torch.manual_seed(cfg["seed"])
     model = make_model()
+    # DDP makes its first bucket 1 MB whatever bucket_cap_mb says: small
+    # buckets throughout, so several travel while backward still computes.
+    dist._DEFAULT_FIRST_BUCKET_BYTES = int(cfg["bucket_mb"] * 1e6)
     ddp = DDP(model, bucket_cap_mb=cfg["bucket_mb"])  # rank 0's parameters are broadcast by Gloo
     client = state = None
     if backend == "agq":
