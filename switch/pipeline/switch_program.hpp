@@ -34,6 +34,10 @@ class SwitchProgram : public tna::Program {
   // per-sequence slots), by register name, e.g. {"reg0", 0x1e180}.
   virtual NamedCells dump_aggregator(uint32_t index) const = 0;
 
+  // The switch's nonzero boot epoch (docs/PROTOCOL.md §11), written into
+  // every agq frame the program makes; programs without such frames ignore it.
+  virtual void set_epoch(uint16_t /*epoch*/) {}
+
  protected:
   tna::ReplicationEngine& pre() { return pre_; }
 
