@@ -74,6 +74,10 @@ control AgqIngress(inout ingress_headers_t hdr,
             /* Which pass (C++ AgqProgram::process): original, resubmitted
              * (pass 2), or a Tofino-only recirculated retry. */
             md.in_port = ig_intr_md.ingress_port;
+            hdr.bridge.setValid();                 /* to the egress (not on a recirculation) */
+            hdr.bridge.rewrite = 0;
+            hdr.bridge.extract = 0;
+            hdr.bridge.win = 0;
             if (hdr.recirc.isValid()) {
                 md.in_port = (PortId_t)hdr.recirc.in_port;
                 md.realloc = hdr.recirc.realloc[0:0];
@@ -89,9 +93,12 @@ control AgqIngress(inout ingress_headers_t hdr,
             } else if (ig_intr_md.resubmit_flag == 0) {
                 agq_packets.count(0);
             }
-            job_lookup.apply(hdr, md);                          /* stages 0-2 */
+            job_lookup.apply(hdr, md, ig_intr_md);              /* stages 0-2 */
             job_check.apply(hdr, md);                           /* stages 1-2 */
-            if (md.adm == ADM_OK && md.slot_room != 0 && hdr.agq.type == AGQ_TYPE_DATA) {
+            /* An admitted DATA (JobCheck's conditions, written on stage-1
+             * results so that slot_bitmap can run in stage 2). */
+            if (md.adm == ADM_OK && md.bad_wk == 0 && md.bad_wk_ip == 0 && md.slot_room != 0 &&
+                hdr.agq.type == AGQ_TYPE_DATA) {
                 if (ig_intr_md.resubmit_flag == 0 && md.realloc == 0 && md.reread == 0) {
                     bitmap_check.apply(md);                     /* stages 2-3 */
                     slot_counter.apply(hdr, md);                /* stage 4 */

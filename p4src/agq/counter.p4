@@ -8,7 +8,7 @@
  * A new contribution counts agq_contributions (and agq_overflow when it
  * clipped), as the C++, and gets its slot_window operand here.
  *
- * Stage 4: seen (gateway on seen_bits), slot_count (1 SALU), win_operand.
+ * Stage 4: seen (gateway on bitmap_old & worker_bit), slot_count (1 SALU), win_operand.
  * first / complete: stage 5 (ingress apply). */
 
 control SlotCounter(inout ingress_headers_t hdr,
@@ -39,7 +39,7 @@ control SlotCounter(inout ingress_headers_t hdr,
     Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) agq_overflow;
 
     apply {
-        if (md.seen_bits == 0) {
+        if (md.bitmap_old == 0) {                /* seen = old & worker_bit != 0 */
             if (md.v == 0) { md.count_new = slot_count_inc_v0.execute(md.slot_idx); }
             else           { md.count_new = slot_count_inc_v1.execute(md.slot_idx); }
             agq_contributions.count(0);

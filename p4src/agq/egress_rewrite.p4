@@ -3,7 +3,8 @@
  *       replica) -> destination MAC, IPv4 and worker_id = rid — the C++
  *       AgqProgram::egress(); extract_t(bridge.win_pos, win_w) (bridge.extract: a
  *       RESULT) lane_k >>= 4(8 - end) — the C++ lanes(extract)
- *   E1  lane_k &= result_mask (low W bits, bridged from grant_t)
+ *   E1  result_mask_t(bridge.win): lane_k &= low W bits (action data: the C++
+ *       grant_t result mask of a window that exists)
  * The IPv4 checksum of a rewritten replica: egress deparser. */
 
 control EgressRewrite(inout egress_headers_t hdr,
@@ -12,10 +13,7 @@ control EgressRewrite(inout egress_headers_t hdr,
                       inout egress_intrinsic_metadata_for_deparser_t eg_dprsr_md) {
 
 #include "generated/extract_t.p4"
-
-#define AGQ_OPERAND_ hdr.bridge.result_mask
-    action lanes_res_mask() { AGQ_LANES_FOR_EACH(AGQ_LANE_AND_) }
-#undef AGQ_OPERAND_
+#include "generated/result_mask_t.p4"
 
     action set_worker(bit<48> mac, bit<32> ipv4) {
         hdr.ethernet.dst_addr = mac;
@@ -41,8 +39,8 @@ control EgressRewrite(inout egress_headers_t hdr,
                 egress_worker_t.apply();
             }
             if (hdr.bridge.extract == 1) {
-                extract_t.apply();
-                lanes_res_mask();
+                extract_t.apply();                  /* E0 */
+                result_mask_t.apply();              /* E1 */
             }
         }
     }

@@ -87,6 +87,7 @@ control Forwarding(inout ingress_headers_t hdr,
         hdr.bridge.setValid();
         hdr.bridge.rewrite = 0;
         hdr.bridge.extract = 0;
+        hdr.bridge.win = 0;
         if (hdr.arp.isValid() && hdr.arp.oper == 1) {
             if (arp_proxy.apply().hit) { answered = true; }
         }
@@ -134,9 +135,6 @@ control AgqForward(inout ingress_headers_t hdr,
 #include "generated/agq_forward_t.p4"
 
     apply {
-        hdr.bridge.setValid();
-        hdr.bridge.rewrite = 0;
-        hdr.bridge.extract = 0;
         if (md.resubmit == 1) {
             ig_dprsr_md.resubmit_type = AGQ_RESUBMIT_TYPE;
         } else if (md.recirculate == 1) {
@@ -156,19 +154,16 @@ control AgqForward(inout ingress_headers_t hdr,
             ig_tm_md.bypass_egress = 1;
         } else {
             if (md.verdict == V_RESULT || md.verdict == V_RESEND) {
-                hdr.agq.width = (bit<8>)md.win[6:3] << 2;
-                hdr.agq.pos = (bit<8>)md.win[2:0];
+                /* width, pos and bridge.win: result_t (lanes.p4, stage 6) */
                 hdr.agq.guard = md.guard;
-                /* flags = v | OVERFLOW: v is flags bit 0 already (one
-                 * bitmasked-set per case) */
+                /* flags = v | OVERFLOW: v is flags bit 0 already, so bits
+                 * 7..1 get a constant (one deposit per case) */
                 if ((md.win & WIN_OVERFLOW) != 0) {
-                    hdr.agq.flags = (hdr.agq.flags & AGQ_FLAG_VERSION) | AGQ_FLAG_OVERFLOW;
+                    hdr.agq.flags[7:1] = (AGQ_FLAG_OVERFLOW >> 1)[6:0];
                 } else {
-                    hdr.agq.flags = hdr.agq.flags & AGQ_FLAG_VERSION;
+                    hdr.agq.flags[7:1] = 0;
                 }
                 hdr.bridge.extract = 1;
-                hdr.bridge.win_pos = (bit<8>)md.win[2:0];
-                hdr.bridge.win_w = (bit<8>)md.win[6:3];
             } else if (md.verdict == V_FALLBACK_DATA) {
                 hdr.agq.width = 0;
                 hdr.agq.pos = 0;

@@ -191,13 +191,15 @@ header agq_recirc_h {
 }
 
 /* Ingress -> egress, in front of Ethernet on every packet that goes through
- * the traffic manager to the egress (not on a recirculation: bypass_egress). */
+ * the traffic manager to the egress (not on a recirculation: bypass_egress).
+ * Two bytes: the Tofino 1 egress parser's longest path (bridge + Ethernet +
+ * VLAN + IPv4 + UDP + a 16-lane agq header) must stay within 160 bytes. The
+ * flags and the window are separate bytes (one write source each). */
 header agq_bridge_h {
-    bit<8>  rewrite;       /* 1: multicast replica: egress_worker_t(job_id, egress_rid) */
-    bit<8>  extract;       /* 1: RESULT lanes: extract_t(win_pos, win_w), then & result_mask */
-    bit<8>  win_pos;       /* the result window (extract_t key) */
-    bit<8>  win_w;         /* its width in units */
-    bit<32> result_mask;   /* low W bits (grant_t) */
+    @padding bit<6> _pad;
+    bit<1>  extract;       /* RESULT lanes: extract_t(win), then & its result mask */
+    bit<1>  rewrite;       /* multicast replica: egress_worker_t(job_id, egress_rid) */
+    bit<8>  win;           /* the result window: slot_window bits 6..0 (pos, w) */
 }
 
 const ResubmitType_t AGQ_RESUBMIT_TYPE = 1;
@@ -275,7 +277,17 @@ struct ingress_metadata_t {
     bit<1>     realloc;        /* C++ resub.realloc on pass 1 */
     bit<1>     reread;         /* back from a PENDING window */
     /* admission and indices, stages 0-2 */
-    bit<3>     adm;            /* ADM_*, all checks but the slot range */
+    bit<8>     n_diff;         /* N ^ num_workers (job_t) */
+    bit<8>     lanes_diff;     /* lanes ^ n_lanes (job_t) */
+    bit<32>    ps_ip_diff;     /* ps_ipv4 ^ IPv4 source (job_t) */
+    PortId_t   ps_port_diff;   /* ps_port ^ ingress port (job_t) */
+    bit<32>    w_ip_diff;      /* worker ipv4 ^ IPv4 source (worker_t) */
+    PortId_t   w_port_diff;    /* worker port ^ ingress port (worker_t) */
+    bit<1>     bad_wk;         /* DATA sender: not the worker's port, or no such worker, or N differs */
+    bit<1>     bad_wk_ip;      /* DATA sender: not the worker's IPv4 */
+    bit<1>     bad_ps;         /* PS_RESULT: not the PS's port, or a unicast for no worker */
+    bit<1>     bad_ps_ip;      /* PS_RESULT: not the PS's IPv4 */
+    bit<3>     adm;            /* ADM_*: the header checks */
     bit<16>    slot_room;      /* slots |-| slot: 0 = slot out of range (drops_agq_bad_slot) */
     slot_idx_t slot_idx;
     row_idx_t  row_off;
@@ -285,7 +297,6 @@ struct ingress_metadata_t {
     bit<8>     req_units;      /* min(R / 4, max_units) (alloc_t key) */
     /* slot state */
     bit<32>    bitmap_old;
-    bit<32>    seen_bits;      /* bitmap_old & w_bit */
     bit<1>     seen;
     bit<8>     count_new;      /* slot_count_inc output (0 when seen) */
     bit<8>     count_old;      /* slot_count_read output (seen) */
@@ -293,7 +304,6 @@ struct ingress_metadata_t {
     bit<1>     complete;
     bit<16>    win_operand;    /* slot_window_merge operand of a non-first packet: OVERFLOW (new, clipped) or 0 */
     bit<16>    win;            /* slot_window half v as the register returned it */
-    bit<1>     grant_ok;       /* unused by the data plane (grant_t's ok) */
     bit<1>     alloc_ok;       /* grant_alloc_t: the new window leaves W - g >= 2 */
     bit<8>     old_occ_mask;   /* row_occupancy bits of the released window (window_t) */
     bit<1>     old_hit;        /* window_t hit: there is a window to clear */
@@ -327,7 +337,7 @@ struct egress_headers_t {
 }
 
 struct egress_metadata_t {
-    bit<1> ipv4_csum;          /* a replica's destination was rewritten */
+    bit<1>  ipv4_csum;         /* a replica's destination was rewritten */
 }
 
 #endif

@@ -11,7 +11,8 @@
  * (docs/PIPELINE.md, stage map: the compiler's placement.) */
 
 control JobLookup(inout ingress_headers_t hdr,
-                  inout ingress_metadata_t md) {
+                  inout ingress_metadata_t md,
+                  in ingress_intrinsic_metadata_t ig_intr_md) {
 
     action set_job(bit<8> num_workers, bit<8> guard, bit<8> max_units, bit<8> lanes,
                    bit<16> slots, slot_idx_t slot_base, row_idx_t row_base,
@@ -34,6 +35,13 @@ control JobLookup(inout ingress_headers_t hdr,
         md.ps_ipv4 = ps_ipv4;
         md.ps_mac = ps_mac;
         md.mcast_grp = mcast_grp;
+        /* The admission compares as XORs with the packet, here (one ALU op
+         * each): a gateway compares at most 4 bytes + 12 bits of PHV, so two
+         * 32-bit fields cannot be compared in one (Tofino 1). */
+        md.n_diff = num_workers ^ hdr.agq.num_workers;
+        md.lanes_diff = lanes ^ hdr.agq.n_lanes;
+        md.ps_ip_diff = ps_ipv4 ^ hdr.ipv4.src_addr;
+        md.ps_port_diff = ps_port ^ ig_intr_md.ingress_port;
     }
     action job_miss() { md.job_hit = 0; }
 
@@ -50,6 +58,8 @@ control JobLookup(inout ingress_headers_t hdr,
         md.w_port = port;
         md.w_ipv4 = ipv4;
         md.w_mac = mac;
+        md.w_ip_diff = ipv4 ^ hdr.ipv4.src_addr;
+        md.w_port_diff = port ^ ig_intr_md.ingress_port;
     }
     action worker_miss() { md.worker_hit = 0; }
 
@@ -99,11 +109,14 @@ control JobLookup(inout ingress_headers_t hdr,
 }
 
 /* The C++ validate(), in its order: malformed, unknown job, lane profile,
- * bad worker, bad slot, bad width. Stage 1 decides every check but the slot
- * range into md.adm; stage 2 adds the slot range (slot_room) and counts the
- * drop reason (PROTOCOL.md §9). PS_RESULT that passes gets its verdict here
- * (stateless, C++ apply()). The caller runs the slot stages only when
- * md.adm == ADM_OK && md.slot_room != 0 (a DATA). */
+ * bad worker, bad slot, bad width. Stage 1 decides the header checks into
+ * md.adm and the identity checks into bad_wk / bad_ps (small gateways on the
+ * XORs job_t / worker_t computed: the sender's port and IPv4, N); stage 2
+ * adds the slot range (slot_room) and counts the drop reason (PROTOCOL.md
+ * §9) in the C++ order. A recirculated retry passed them on its first pass
+ * and arrives on the recirculation port: its identity is not checked again.
+ * PS_RESULT that passes gets its verdict here (stateless, C++ apply()). The
+ * caller runs the slot stages only for an admitted DATA. */
 control JobCheck(inout ingress_headers_t hdr,
                  inout ingress_metadata_t md) {
 
@@ -115,35 +128,37 @@ control JobCheck(inout ingress_headers_t hdr,
     Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) agq_ps_results;
 
     apply {
-        /* stage 1 */
+        /* stage 1: the header */
         if (hdr.agq.ver != AGQ_VERSION || (hdr.agq.n_lanes != 32 && hdr.agq.n_lanes != 16) ||
             (hdr.agq.type != AGQ_TYPE_DATA && hdr.agq.type != AGQ_TYPE_PS_RESULT)) {
             md.adm = ADM_MALFORMED;
         } else if (md.job_hit == 0) {
             md.adm = ADM_UNKNOWN;
-        } else if (hdr.agq.n_lanes != md.job_lanes) {
+        } else if (md.lanes_diff != 0) {
             md.adm = ADM_MALFORMED;                   /* not the job's lane profile */
         } else if (hdr.agq.type == AGQ_TYPE_DATA &&
-                   (md.worker_hit == 0 || md.w_port != md.in_port ||
-                    md.w_ipv4 != hdr.ipv4.src_addr || hdr.agq.num_workers != md.job_n)) {
-            /* A host cannot speak for another worker or another job. */
-            md.adm = ADM_BAD_WORKER;
-        } else if (hdr.agq.type == AGQ_TYPE_PS_RESULT &&
-                   (md.in_port != md.ps_port || hdr.ipv4.src_addr != md.ps_ipv4 ||
-                    ((hdr.agq.flags & AGQ_FLAG_RETRANSMIT) != 0 && md.worker_hit == 0))) {
-            /* Only the job's PS; a unicast answer needs a real worker. */
-            md.adm = ADM_BAD_WORKER;
-        } else if (hdr.agq.type == AGQ_TYPE_DATA &&
                    (hdr.agq.req_width[1:0] != 0 || hdr.agq.req_width < 4 || hdr.agq.req_width > 32)) {
-            md.adm = ADM_BAD_WIDTH;                   /* counted only if the slot is in range */
+            md.adm = ADM_BAD_WIDTH;                   /* counted after the identity and slot checks */
         }
-        /* stage 2: the counters, with the slot range in the C++ order */
+        /* stage 1: the sender (a host cannot speak for another worker or job;
+         * a PS_RESULT only from the job's PS, a unicast one for a real worker) */
+        if (md.realloc == 0 && md.reread == 0) {
+            if (md.worker_hit == 0 || md.w_port_diff != 0 || md.n_diff != 0) { md.bad_wk = 1; }
+            if (md.w_ip_diff != 0) { md.bad_wk_ip = 1; }
+        }
+        if (md.ps_port_diff != 0 || ((hdr.agq.flags & AGQ_FLAG_RETRANSMIT) != 0 && md.worker_hit == 0)) {
+            md.bad_ps = 1;
+        }
+        if (md.ps_ip_diff != 0) { md.bad_ps_ip = 1; }
+        /* stage 2: the verdict and the counters, in the C++ order */
         md.verdict = V_DROP;
         if (md.adm == ADM_MALFORMED) {
             drops_agq_malformed.count(0);
         } else if (md.adm == ADM_UNKNOWN) {
             drops_agq_unknown_job.count(0);
-        } else if (md.adm == ADM_BAD_WORKER) {
+        } else if (hdr.agq.type == AGQ_TYPE_DATA && (md.bad_wk == 1 || md.bad_wk_ip == 1)) {
+            drops_agq_bad_worker.count(0);
+        } else if (hdr.agq.type == AGQ_TYPE_PS_RESULT && (md.bad_ps == 1 || md.bad_ps_ip == 1)) {
             drops_agq_bad_worker.count(0);
         } else if (md.slot_room == 0) {
             drops_agq_bad_slot.count(0);
@@ -156,6 +171,6 @@ control JobCheck(inout ingress_headers_t hdr,
             } else {
                 md.verdict = V_PS_RESULT;
             }
-        }
+        }   /* else an admitted DATA: the slot stages run (agq.p4) */
     }
 }

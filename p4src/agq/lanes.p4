@@ -6,11 +6,12 @@
  *   6  trunc_t(R/4, w, g): lane_k &= keep, keep = value_mask << 4d — the C++
  *      trunc_t shift (d = max(R/4 - w, 0)) and the value mask (low W - g
  *      bits) folded into one AND: (u >> 4d) & m == (u & (m << 4d)) >> 4d.
- *      grant_t(w, g): result_mask (bridged to the egress).
  *   7  align_t(R/4, pos, w): one constant shift, 4(8 - pos - w) - 4d
  *      (left, or right when negative) — the C++ trunc_t shift and align_t
  *      in one: the low 4d bits are already zero.
- * Both tables are generated from the C++ tables (gen_agq_tables), so the
+ *   6  result_t(pos, w): the RESULT header's width and pos and the bridged
+ *      window byte, as action data (used when the verdict is a RESULT).
+ * The tables are generated from the C++ tables (gen_agq_tables), so the
  * bits are the C++ ones. A resend (seen, complete) adds 0: the C++ masks
  * with 0, here lane_k = 0. A first contribution's pass 1 loads lane_k = the
  * keep mask of the released window (window_t, stage 6) for lane_clear.
@@ -27,15 +28,15 @@ control LanePrep(inout ingress_headers_t hdr,
                  inout ingress_metadata_t md) {
 
 #include "generated/trunc_t.p4"
-#include "generated/grant_t.p4"
 #include "generated/align_t.p4"
+#include "generated/result_t.p4"
 
 #define AGQ_OPERAND_ 0
     action lanes_load_zero() { AGQ_LANES_FOR_EACH(AGQ_LANE_SET_) }
 #undef AGQ_OPERAND_
 
     apply {
-        grant_t.apply();                         /* stage 6: result_mask (egress) */
+        result_t.apply();                        /* stage 6: RESULT width, pos; bridged window */
         if (md.seen == 1) {
             lanes_load_zero();                   /* resend: read the kept result */
         } else {

@@ -119,37 +119,8 @@ std::string window_t() {
   return o.str();
 }
 
-// grant_t (result mask, written into the bridged header for the egress)
-// and grant_alloc_t (is the allocated window usable): the C++ GrantAction's
-// fields each copy needs.
-std::string grant_t() {
-  const auto& t = const_tables().grant_t;
-  std::ostringstream o;
-  o << kHeader
-    << "/* grant_t(w, g): the result mask (low W bits) of a window of w units,\n"
-    << " * bridged to the egress (extract, E1). The value mask is in trunc_t. */\n"
-    << "    action grant(bit<32> result_mask) {\n"
-    << "        hdr.bridge.result_mask = result_mask;\n"
-    << "    }\n"
-    << "    table grant_t {\n"
-    << "        key = {\n"
-    << "            md.win[6:3] : exact @name(\"w\");\n"
-    << "            md.guard    : exact;\n"
-    << "        }\n"
-    << "        actions = { grant; }\n"
-    << "        const default_action = grant(0);\n"
-    << "        size = " << t.key_space() << ";\n"
-    << "        const entries = {\n";
-  for (unsigned w = 0; w < 16; ++w)
-    for (unsigned g = 0; g < 8; ++g) {
-      const auto& e = t.entry(grant_key(w, g));
-      if (!e || e->result_mask == 0) continue;
-      o << "            (" << w << ", " << g << ") : grant(" << hex(e->result_mask, 8) << ");\n";
-    }
-  o << "        }\n    }\n";
-  return o.str();
-}
-
+// grant_alloc_t (is the allocated window usable). The C++ grant_t's value
+// mask is folded into trunc_t, its result mask into extract_t.
 std::string grant_alloc_t() {
   const auto& t = const_tables().grant_alloc_t;
   std::ostringstream o;
@@ -199,6 +170,38 @@ Shift measure(void (*run)(uint32_t*)) {
   if (a[0] > 1u) return {true, unsigned(log2u(a[0]))};
   if (b[0] == 0) throw std::runtime_error("shift action shifts by 32 or more");
   return {false, unsigned(31 - log2u(b[0]))};
+}
+
+// result_t(pos, w): the RESULT header's width and pos and the bridged
+// window byte, as action data (constants: no PHV source to align).
+std::string result_t() {
+  const auto& t = const_tables();
+  std::ostringstream entries;
+  for (unsigned pos = 0; pos < kUnits; ++pos)
+    for (unsigned w = 1; pos + w <= kUnits; ++w) {
+      if (!t.window_t.entry(window_key(pos, w))) throw std::runtime_error("result_t: not a window");
+      entries << "            (" << pos << ", " << w << ") : result_window(" << kUnitBits * w << ", " << pos << ", "
+              << hex(pack_window(pos, w, false, false), 2) << ");\n";
+    }
+  std::ostringstream o;
+  o << kHeader
+    << "/* result_t(pos, w): RESULT header width = 4w bits and pos (C++ forward()),\n"
+    << " * and the window byte pack_window(pos, w) bridged to the egress (extract_t). */\n"
+    << "    action result_window(bit<8> width, bit<8> pos, bit<8> win) {\n"
+    << "        hdr.agq.width = width;\n"
+    << "        hdr.agq.pos = pos;\n"
+    << "        hdr.bridge.win = win;\n"
+    << "    }\n"
+    << "    table result_t {\n"
+    << "        key = {\n"
+    << "            md.win[2:0] : exact @name(\"pos\");\n"
+    << "            md.win[6:3] : exact @name(\"w\");\n"
+    << "        }\n"
+    << "        actions = { result_window; @defaultonly NoAction; }\n"
+    << "        const default_action = NoAction;\n"
+    << "        size = 64;\n"
+    << "        const entries = {\n" << entries.str() << "        }\n    }\n";
+  return o.str();
 }
 
 // The right shift (in bits) of C++ trunc_t for (R units, w): 0 when it misses.
@@ -290,7 +293,10 @@ std::string align_t() {
   return o.str();
 }
 
-// extract_t(pos, w) in the egress: C++ extract_t(end = pos + w).
+// extract_t(win = pos | w << 3) in the egress: C++ extract_t(end = pos + w);
+// result_mask_t(win): the C++ grant_t result mask (low W bits; g = 0: every
+// window that can be granted has this mask whatever g), ANDed as action data
+// (no 32-bit PHV operand: Tofino 1's egress has 16 32-bit containers for 16 lanes).
 std::string extract_t() {
   const auto& t = const_tables();
   std::map<unsigned, std::string> names;
@@ -299,25 +305,47 @@ std::string extract_t() {
     for (unsigned w = 1; pos + w <= kUnits; ++w) {
       const auto& e = t.extract_t.entry(pos + w);
       if (!e || !e->run) continue;
-      const unsigned amount = end_shift(t.extract_t, pos + w, false);
-      names[amount] = e->name;
-      entries << "            (" << pos << ", " << w << ") : " << e->name << "();\n";
+      names[end_shift(t.extract_t, pos + w, false)] = e->name;
+      entries << "            " << hex(pack_window(pos, w, false, false), 2) << " : " << e->name << "();\n";
     }
   std::ostringstream o, list;
   o << kHeader
-    << "/* extract_t(pos, w) (egress): cell >> 4(8 - pos - w), the window right-aligned\n"
-    << " * (C++ extract_t(end)). */\n";
+    << "/* extract_t(win = pos | w << 3) (egress): cell >> 4(8 - pos - w), the window\n"
+    << " * right-aligned (C++ extract_t(end)). */\n";
   for (const auto& [amount, name] : names) {
     o << shift_action(name, false, amount);
     list << " " << name << ";";
   }
   o << "    table extract_t {\n"
-    << "        key = {\n"
-    << "            hdr.bridge.win_pos : exact;\n"
-    << "            hdr.bridge.win_w   : exact;\n"
-    << "        }\n"
+    << "        key = { hdr.bridge.win : exact; }\n"
     << "        actions = {" << list.str() << " NoAction; }\n"
     << "        const default_action = NoAction;   /* shift by 0 */\n"
+    << "        size = 64;\n"
+    << "        const entries = {\n" << entries.str() << "        }\n    }\n";
+  return o.str();
+}
+
+std::string result_mask_t() {
+  const auto& t = const_tables();
+  std::ostringstream entries;
+  for (unsigned pos = 0; pos < kUnits; ++pos)
+    for (unsigned w = 1; pos + w <= kUnits; ++w) {
+      const auto& g = t.grant_t.entry(grant_key(w, 0));
+      if (!g || !g->ok) throw std::runtime_error("grant_t(w, 0) is not a usable grant");
+      entries << "            " << hex(pack_window(pos, w, false, false), 2) << " : result_mask("
+              << hex(g->result_mask, 8) << ");\n";
+    }
+  std::ostringstream o;
+  o << kHeader
+    << "/* result_mask_t(win = pos | w << 3) (egress): every lane &= low W bits (the\n"
+    << " * C++ grant_t result mask). */\n"
+    << "#define AGQ_OPERAND_ mask\n"
+    << "    action result_mask(bit<32> mask) { AGQ_LANES_FOR_EACH(AGQ_LANE_AND_) }\n"
+    << "#undef AGQ_OPERAND_\n"
+    << "    table result_mask_t {\n"
+    << "        key = { hdr.bridge.win : exact; }\n"
+    << "        actions = { result_mask; }\n"
+    << "        const default_action = result_mask(0);\n"
     << "        size = 64;\n"
     << "        const entries = {\n" << entries.str() << "        }\n    }\n";
   return o.str();
@@ -453,12 +481,13 @@ std::map<std::string, std::string> all_files() {
   std::map<std::string, std::string> f;
   f["alloc_t.p4"] = alloc_t();
   f["window_t.p4"] = window_t();
-  f["grant_t.p4"] = grant_t();
   f["grant_alloc_t.p4"] = grant_alloc_t();
   f["slot_row_t.p4"] = slot_row_t();
   f["verdict.p4"] = verdict_p4();
   f["agq_forward_t.p4"] = agq_forward_t();
   f["trunc_t.p4"] = trunc_t();
+  f["result_t.p4"] = result_t();
+  f["result_mask_t.p4"] = result_mask_t();
   f["align_t.p4"] = align_t();
   f["extract_t.p4"] = extract_t();
   return f;

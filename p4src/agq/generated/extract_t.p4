@@ -2,8 +2,8 @@
  * Do not edit: rebuild and run
  *   build/p4src/gen_agq_tables --out p4src/agq/generated
  * (ctest p4_generated_tables_current fails when this file is stale). */
-/* extract_t(pos, w) (egress): cell >> 4(8 - pos - w), the window right-aligned
- * (C++ extract_t(end)). */
+/* extract_t(win = pos | w << 3) (egress): cell >> 4(8 - pos - w), the window
+ * right-aligned (C++ extract_t(end)). */
 #define AGQ_SHIFT_ 4
     action extract_4() { AGQ_LANES_FOR_EACH(AGQ_LANE_SHR_) }
 #undef AGQ_SHIFT_
@@ -26,41 +26,38 @@
     action extract_28() { AGQ_LANES_FOR_EACH(AGQ_LANE_SHR_) }
 #undef AGQ_SHIFT_
     table extract_t {
-        key = {
-            hdr.bridge.win_pos : exact;
-            hdr.bridge.win_w   : exact;
-        }
+        key = { hdr.bridge.win : exact; }
         actions = { extract_4; extract_8; extract_12; extract_16; extract_20; extract_24; extract_28; NoAction; }
         const default_action = NoAction;   /* shift by 0 */
         size = 64;
         const entries = {
-            (0, 1) : extract_28();
-            (0, 2) : extract_24();
-            (0, 3) : extract_20();
-            (0, 4) : extract_16();
-            (0, 5) : extract_12();
-            (0, 6) : extract_8();
-            (0, 7) : extract_4();
-            (1, 1) : extract_24();
-            (1, 2) : extract_20();
-            (1, 3) : extract_16();
-            (1, 4) : extract_12();
-            (1, 5) : extract_8();
-            (1, 6) : extract_4();
-            (2, 1) : extract_20();
-            (2, 2) : extract_16();
-            (2, 3) : extract_12();
-            (2, 4) : extract_8();
-            (2, 5) : extract_4();
-            (3, 1) : extract_16();
-            (3, 2) : extract_12();
-            (3, 3) : extract_8();
-            (3, 4) : extract_4();
-            (4, 1) : extract_12();
-            (4, 2) : extract_8();
-            (4, 3) : extract_4();
-            (5, 1) : extract_8();
-            (5, 2) : extract_4();
-            (6, 1) : extract_4();
+            0x08 : extract_28();
+            0x10 : extract_24();
+            0x18 : extract_20();
+            0x20 : extract_16();
+            0x28 : extract_12();
+            0x30 : extract_8();
+            0x38 : extract_4();
+            0x09 : extract_24();
+            0x11 : extract_20();
+            0x19 : extract_16();
+            0x21 : extract_12();
+            0x29 : extract_8();
+            0x31 : extract_4();
+            0x0a : extract_20();
+            0x12 : extract_16();
+            0x1a : extract_12();
+            0x22 : extract_8();
+            0x2a : extract_4();
+            0x0b : extract_16();
+            0x13 : extract_12();
+            0x1b : extract_8();
+            0x23 : extract_4();
+            0x0c : extract_12();
+            0x14 : extract_8();
+            0x1c : extract_4();
+            0x0d : extract_8();
+            0x15 : extract_4();
+            0x0e : extract_4();
         }
     }
