@@ -47,6 +47,11 @@ class DataplaneView {
   // Takes effect on the lcores' next packet; no lock.
   virtual void set_sim_drop(tna::PortId port, SimDirection dir, double probability) = 0;
   virtual SimDropRow sim_drop(tna::PortId port) = 0;
+  // What workers are told with their job (docs/PROTOCOL.md §10-12): the
+  // dataplane lcores (= queues per port) and the switch's boot epoch (0:
+  // none yet).
+  virtual uint16_t lcore_count() { return 1; }
+  virtual uint16_t boot_epoch() { return 0; }
 };
 
 class ControlPlane {

@@ -28,6 +28,7 @@ class SwitchView final : public control::DataplaneView {
   void visit_counters(const tna::CounterVisitor& v) override;
   void set_sim_drop(tna::PortId port, control::SimDirection dir, double probability) override;
   control::SimDropRow sim_drop(tna::PortId port) override;
+  uint16_t lcore_count() override { return uint16_t(dp_.lcore_count()); }
 
  private:
   const Ports& ports_;

@@ -24,11 +24,19 @@ class SwitchProgram : public tna::Program {
   Forwarding& forwarding() { return forwarding_; }
   const Forwarding& forwarding() const { return forwarding_; }
 
+  // MAC learning as a digest (see MacDigestSink): the dataplane gives each
+  // instance the sink of its lcore; null (the default) learns directly.
+  void set_mac_digest_sink(MacDigestSink* sink) { forwarding_.set_digest_sink(sink); }
+
   // Number of aggregators (register rows) the control plane can dump.
   virtual uint32_t aggregator_count() const = 0;
   // Every register cell that belongs to aggregator `index` (and its
   // per-sequence slots), by register name, e.g. {"reg0", 0x1e180}.
   virtual NamedCells dump_aggregator(uint32_t index) const = 0;
+
+  // The switch's nonzero boot epoch (docs/PROTOCOL.md §11), written into
+  // every agq frame the program makes; programs without such frames ignore it.
+  virtual void set_epoch(uint16_t /*epoch*/) {}
 
  protected:
   tna::ReplicationEngine& pre() { return pre_; }
