@@ -56,7 +56,7 @@ class Columns {
 };
 
 // The agq job commands ('job list|add|del', commands_agq.cpp).
-std::string job_command(pipeline::SwitchProgram& prog, DataplaneView& dp, const std::vector<std::string>& w);
+std::string job_command(Pipes& pipes, DataplaneView& dp, const std::vector<std::string>& w);
 // The drop simulator commands ('drop <port> <rx|tx> <p>|list|clear', commands_drop.cpp).
 std::string drop_command(DataplaneView& dp, const std::vector<std::string>& w);
 

@@ -1,9 +1,8 @@
 // 'job' commands: agq jobs registered and removed on a running switch
 // (docs/PROTOCOL.md §6). They exist only when the program is AgqProgram;
-// the program's add_job/remove_job run under prog.lock() like every other
-// access to program state, so a job appears or vanishes between two packets.
+// add_job/remove_job run on every lcore's program instance between two of its
+// bursts (Pipes::all), so a job appears or vanishes between two packets.
 #include <algorithm>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -109,21 +108,18 @@ JobSpec parse_job_add(DataplaneView& dp, const std::vector<std::string>& w) {
 
 }  // namespace
 
-std::string job_command(pipeline::SwitchProgram& prog, DataplaneView& dp, const std::vector<std::string>& w) {
-  // name() is fixed for the program's life: no lock needed to ask.
+std::string job_command(Pipes& pipes, DataplaneView& dp, const std::vector<std::string>& w) {
+  // name() is fixed for the program's life: any thread may ask.
+  const pipeline::SwitchProgram& prog = pipes.instance(0);
   if (prog.name() != "agq")
     throw CommandError{"jobs need the agq pipeline (this switch runs \"" + std::string(prog.name()) +
                            "\"; set [switch] pipeline = \"agq\")",
                        ""};
-  auto& agq = static_cast<AgqProgram&>(prog);
+  auto agq = [](pipeline::SwitchProgram& p) -> AgqProgram& { return static_cast<AgqProgram&>(p); };
   check_arg_count(w, 2, size_t(-1), kUsageJob);
   if (w[1] == "list") {
     check_arg_count(w, 2, 2, kUsageJob);
-    std::vector<JobSpec> jobs;
-    {
-      std::lock_guard g(prog.lock());
-      jobs = agq.jobs();
-    }
+    std::vector<JobSpec> jobs = pipes.on(0, [&](pipeline::SwitchProgram& p) { return agq(p).jobs(); });
     std::sort(jobs.begin(), jobs.end(), [](const JobSpec& a, const JobSpec& b) { return a.job_id < b.job_id; });
     std::string out;
     for (const auto& j : jobs) out += format_job(j) + "\n";
@@ -132,15 +128,15 @@ std::string job_command(pipeline::SwitchProgram& prog, DataplaneView& dp, const 
   if (w[1] == "add") {
     check_arg_count(w, 3, size_t(-1), kUsageJob);
     const JobSpec job = parse_job_add(dp, w);
-    std::lock_guard g(prog.lock());
-    if (auto err = agq.add_job(job)) throw CommandError{*err, ""};  // add_job names the job
+    if (auto err = pipes.all([&](pipeline::SwitchProgram& p) { return agq(p).add_job(job); }))
+      throw CommandError{*err, ""};  // add_job names the job
     return "";
   }
   if (w[1] == "del") {
     check_arg_count(w, 3, 3, kUsageJob);
     const auto id = uint16_t(number("id", w[2], 1, uint64_t(kMaxJobId)));
-    std::lock_guard g(prog.lock());
-    if (!agq.remove_job(id)) throw CommandError{"no job " + w[2], ""};
+    if (!pipes.all([&](pipeline::SwitchProgram& p) { return agq(p).remove_job(id); }))
+      throw CommandError{"no job " + w[2], ""};
     return "";
   }
   throw CommandError{"unknown job subcommand '" + w[1] + "'", kUsageJob};

@@ -28,6 +28,8 @@ class SwitchView final : public control::DataplaneView {
   void visit_counters(const tna::CounterVisitor& v) override;
   void set_sim_drop(tna::PortId port, control::SimDirection dir, double probability) override;
   control::SimDropRow sim_drop(tna::PortId port) override;
+  unsigned lcore_count() override { return dp_.lcore_count(); }
+  std::vector<tna::MacDigest> take_mac_digests() override { return dp_.take_mac_digests(); }
 
  private:
   const Ports& ports_;

@@ -83,6 +83,8 @@ class AgqProgram final : public SwitchProgram {
   bool has_egress() const override { return true; }
   void egress(std::span<uint8_t> bytes, tna::PortId egress_port, uint16_t rid) override;
   NamedCells dump_aggregator(uint32_t row) const override;
+  // (job_id + row - row_base) & 0xFFF of the job that holds `row` (dump_shard.cpp).
+  uint32_t aggregator_shard(uint32_t row) const override;
 
   // Control plane (caller holds lock()). add_job carves rows/slots from the
   // free space and installs the job's tables and PRE group; returns an error
