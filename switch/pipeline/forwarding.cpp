@@ -5,6 +5,8 @@
 // newly learned MAC takes in the exact table.
 #include "pipeline/forwarding.hpp"
 
+#include <algorithm>
+
 namespace agq::pipeline {
 
 using proto::Mac;
@@ -18,6 +20,12 @@ namespace {
 bool is_group(const Mac& m) { return (m[0] & 0x01) != 0; }
 
 uint16_t reason(DropReason r) { return static_cast<uint16_t>(r); }
+
+uint64_t mac_key(const Mac& m) {
+  uint64_t v = 0;
+  for (uint8_t b : m) v = v << 8 | b;
+  return v;
+}
 
 }  // namespace
 
@@ -88,15 +96,53 @@ void Forwarding::learn(const Mac& src, tna::PortId port, uint64_t now_ns) {
   if (MacEntry* e = dmac_.apply_mut(src)) {
     if (e->is_static) return;  // static entries are never touched by learning
     if (e->port != port) {
+      if (sink_) return push_digest(src, port, now_ns);  // the control plane moves it
       e->port = port;  // the station moved (or a loop): follow it
       ++c_.moved;
     }
+    // The hit state ageing reads (TNA's idle timeout): this instance's own.
     e->last_seen_ns = now_ns;
     return;
   }
+  if (sink_) return push_digest(src, port, now_ns);
   // add() refuses when the table is full: the station stays unknown and its
   // traffic is flooded, which is what a hardware switch does too.
   if (dmac_.add(src, MacEntry{port, false, now_ns})) ++c_.learned;
+}
+
+void Forwarding::push_digest(const Mac& src, tna::PortId port, uint64_t now_ns) {
+  const uint64_t key = mac_key(src) << 16 | port;
+  // Fibonacci hashing of the 64-bit key onto the filter's 256 cells.
+  DigestFilterCell& cell = digest_filter_[(key * 0x9E3779B97F4A7C15ull) >> 56];
+  if (cell.key == key && now_ns >= cell.pushed_ns && now_ns - cell.pushed_ns < kDigestRepeatNs) return;
+  cell.key = key;
+  cell.pushed_ns = now_ns;
+  tna::MacDigest d;
+  std::copy(src.begin(), src.end(), d.mac);
+  d.port = port;
+  ++c_.digests;
+  sink_->push(d);
+}
+
+Forwarding::DigestResult Forwarding::apply_mac_digest(const tna::MacDigest& d, uint64_t now_ns) {
+  Mac src;
+  std::copy(d.mac, d.mac + 6, src.begin());
+  return install_learned(src, d.port, now_ns);
+}
+
+Forwarding::DigestResult Forwarding::install_learned(const Mac& src, tna::PortId port, uint64_t now_ns) {
+  if (is_group(src) || port == tna::kNoPort) return DigestResult::Refused;
+  if (const auto cur = dmac_.get(src)) {
+    if (cur->is_static) return DigestResult::Refused;
+    const bool moved = cur->port != port;
+    dmac_.modify(src, MacEntry{port, false, now_ns});
+    if (!moved) return DigestResult::Refreshed;
+    ++c_.moved;
+    return DigestResult::Moved;
+  }
+  if (!dmac_.add(src, MacEntry{port, false, now_ns})) return DigestResult::Refused;
+  ++c_.learned;
+  return DigestResult::Learned;
 }
 
 tna::Decision Forwarding::apply(Headers& hdr, const tna::IngressIntrinsicMd& md) {
@@ -163,6 +209,7 @@ void Forwarding::visit_counters(const tna::CounterVisitor& visit) const {
   visit("fwd_learned", c_.learned);
   visit("fwd_moved", c_.moved);
   visit("fwd_aged", c_.aged);
+  visit("fwd_digests", c_.digests);
   visit("fwd_mac_entries", dmac_.size());
   visit("fwd_routes", ipv4_host_.size());
 }

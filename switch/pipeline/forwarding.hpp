@@ -37,6 +37,15 @@ struct MacHash {
   }
 };
 
+// Where a program sends its MAC-learning digests (TNA's learn digest): the
+// dataplane hands them to the control thread, which installs the entry in
+// every program instance (Forwarding::apply_mac_digest). Called on the packet
+// path: push() must not block and must not call back into the program.
+struct MacDigestSink {
+  virtual ~MacDigestSink() = default;
+  virtual void push(const tna::MacDigest& d) = 0;
+};
+
 struct ForwardingConfig {
   bool learning = true;
   uint64_t ageing_ns = 300ull * 1000000000ull;  // 0: learned entries never age
@@ -67,6 +76,21 @@ class Forwarding {
   bool add_arp_proxy(uint32_t ip, const proto::Mac& mac);
   bool remove_arp_proxy(uint32_t ip);
   void set_learning(bool on) { cfg_.learning = on; }
+  // With a sink, the data plane no longer writes its own MAC table on a new
+  // or moved source: it pushes a digest (at most one per (MAC, port) until
+  // kDigestRepeatNs has passed, per instance) and the control plane installs
+  // the entry with apply_mac_digest(). Without one (null), it learns
+  // directly. Ageing is the control plane's job either way.
+  void set_digest_sink(MacDigestSink* sink) { sink_ = sink; }
+  MacDigestSink* digest_sink() const { return sink_; }
+  // A digest that is not acted on (ring full, control thread busy) is pushed
+  // again by the next packet after this long.
+  static constexpr uint64_t kDigestRepeatNs = 100'000'000;  // 100 ms
+  // Control plane: installs a learned entry reported by a digest (any
+  // instance's). Same rules as direct learning: a static entry wins, a group
+  // address or kNoPort is refused, a full table refuses a new station.
+  enum class DigestResult : uint8_t { Learned, Moved, Refreshed, Refused };
+  DigestResult apply_mac_digest(const tna::MacDigest& d, uint64_t now_ns);
   void set_ageing_ns(uint64_t ns) { cfg_.ageing_ns = ns; }
   // Removes learned entries not seen for the ageing time; returns how many.
   std::size_t age_out(uint64_t now_ns);
@@ -87,9 +111,26 @@ class Forwarding {
  private:
   struct Counters {
     uint64_t routed = 0, l2_unicast = 0, flooded = 0, arp_answered = 0, learned = 0,
-             moved = 0, aged = 0;
+             moved = 0, aged = 0, digests = 0;
   };
   void learn(const proto::Mac& src, tna::PortId port, uint64_t now_ns);
+  DigestResult install_learned(const proto::Mac& src, tna::PortId port, uint64_t now_ns);
+  // Digest mode: reports (src, port) unless the filter says it was reported
+  // less than kDigestRepeatNs ago.
+  void push_digest(const proto::Mac& src, tna::PortId port, uint64_t now_ns);
+
+  // The per-instance digest filter (the P4 learn-digest idiom: a small
+  // direct-mapped register remembering what was reported recently), so a
+  // flow from an unknown station pushes one digest, not one per packet.
+  static constexpr std::size_t kDigestFilterSize = 256;
+  struct DigestFilterCell {
+    // MAC (48 bits) << 16 | port. Empty: all ones, which would be the
+    // broadcast MAC, never learned.
+    uint64_t key = ~0ull;
+    uint64_t pushed_ns = 0;
+  };
+  DigestFilterCell digest_filter_[kDigestFilterSize];
+  MacDigestSink* sink_ = nullptr;
 
   ForwardingConfig cfg_;
   tna::ExactTable<uint32_t, tna::PortId> ipv4_host_;

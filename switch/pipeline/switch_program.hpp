@@ -24,6 +24,10 @@ class SwitchProgram : public tna::Program {
   Forwarding& forwarding() { return forwarding_; }
   const Forwarding& forwarding() const { return forwarding_; }
 
+  // MAC learning as a digest (see MacDigestSink): the dataplane gives each
+  // instance the sink of its lcore; null (the default) learns directly.
+  void set_mac_digest_sink(MacDigestSink* sink) { forwarding_.set_digest_sink(sink); }
+
   // Number of aggregators (register rows) the control plane can dump.
   virtual uint32_t aggregator_count() const = 0;
   // Every register cell that belongs to aggregator `index` (and its

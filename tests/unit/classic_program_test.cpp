@@ -247,3 +247,29 @@ TEST_F(ClassicScenario, NonAgqTrafficIsForwarded) {
   EXPECT_EQ(s.out, s.in);
   EXPECT_EQ(counter("agq_packets"), 0u);
 }
+
+// MAC learning through the program's digest sink (the dataplane's wiring):
+// ordinary traffic reports an unknown source once (AGQ packets never reach
+// the forwarding control, as in the published program); the program's own
+// table stays empty until the control plane installs the digest.
+TEST_F(ClassicScenario, MacDigestSinkReceivesNewSources) {
+  struct Sink : pipeline::MacDigestSink {
+    std::vector<tna::MacDigest> got;
+    void push(const tna::MacDigest& d) override { got.push_back(d); }
+  } sink;
+  prog.set_mac_digest_sink(&sink);
+  send(agq_pkt(1, 40, 2, {1}));
+  auto spec = frame_spec();
+  spec.dst_port = 4000;
+  const std::vector<uint8_t> payload(20, 0xAB);
+  send_frame(proto::build_udp_frame(spec, payload));
+  send_frame(proto::build_udp_frame(spec, payload));
+  ASSERT_EQ(sink.got.size(), 1u);
+  EXPECT_EQ(sink.got[0].port, kIngressPort);
+  EXPECT_EQ(sink.got[0].mac[5], 0x01);
+  std::size_t entries = 0;
+  prog.forwarding().for_each_mac([&](const proto::Mac&, const pipeline::Forwarding::MacEntry&) { ++entries; });
+  EXPECT_EQ(entries, 0u);
+  EXPECT_EQ(prog.forwarding().apply_mac_digest(sink.got[0], 0), pipeline::Forwarding::DigestResult::Learned);
+  prog.set_mac_digest_sink(nullptr);
+}

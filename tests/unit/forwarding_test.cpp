@@ -261,6 +261,117 @@ TEST(ForwardingLearning, FullTableStopsLearningWithoutHarm) {
   EXPECT_FALSE(entry(fwd, station(4)));
 }
 
+// --- learning as a digest (a sink set: the control plane installs) ---------
+
+namespace {
+struct RecordingSink : pipeline::MacDigestSink {
+  std::vector<tna::MacDigest> got;
+  void push(const tna::MacDigest& d) override { got.push_back(d); }
+};
+Mac mac_of(const tna::MacDigest& d) { return {d.mac[0], d.mac[1], d.mac[2], d.mac[3], d.mac[4], d.mac[5]}; }
+}  // namespace
+
+TEST(ForwardingDigest, NewSourcePushesOneDigestAndLeavesTheTableAlone) {
+  Forwarding fwd;
+  RecordingSink sink;
+  fwd.set_digest_sink(&sink);
+  // A flow of 50 packets from one unknown station: one digest, no entry.
+  for (int i = 0; i < 50; ++i) EXPECT_TRUE(IsFlood(send(fwd, kBroadcast, station(1), 3, 1000 + i), 3));
+  ASSERT_EQ(sink.got.size(), 1u);
+  EXPECT_EQ(mac_of(sink.got[0]), station(1));
+  EXPECT_EQ(sink.got[0].port, 3);
+  EXPECT_FALSE(entry(fwd, station(1)));
+  EXPECT_EQ(counters(fwd)["fwd_learned"], 0u);
+  EXPECT_EQ(counters(fwd)["fwd_digests"], 1u);
+  // The control plane installs it (in every instance): now known unicast.
+  EXPECT_EQ(fwd.apply_mac_digest(sink.got[0], 2000), Forwarding::DigestResult::Learned);
+  EXPECT_TRUE(IsUnicast(send(fwd, station(1), station(2), 5, 2100), 3));
+  EXPECT_EQ(entry(fwd, station(1))->last_seen_ns, 2000u);
+  EXPECT_EQ(counters(fwd)["fwd_learned"], 1u);
+  // Station 2 was new too: its own digest.
+  ASSERT_EQ(sink.got.size(), 2u);
+  EXPECT_EQ(mac_of(sink.got[1]), station(2));
+}
+
+TEST(ForwardingDigest, KnownSourceRefreshesItsHitStateWithoutADigest) {
+  Forwarding fwd;
+  RecordingSink sink;
+  fwd.set_digest_sink(&sink);
+  tna::MacDigest d{{0x02, 0, 0, 0, 0, 1}, 3};
+  ASSERT_EQ(fwd.apply_mac_digest(d, 100), Forwarding::DigestResult::Learned);
+  send(fwd, kBroadcast, station(1), 3, 900);
+  EXPECT_TRUE(sink.got.empty());
+  EXPECT_EQ(entry(fwd, station(1))->last_seen_ns, 900u);
+  EXPECT_EQ(fwd.apply_mac_digest(d, 950), Forwarding::DigestResult::Refreshed);
+}
+
+TEST(ForwardingDigest, MoveIsReportedNotApplied) {
+  Forwarding fwd;
+  RecordingSink sink;
+  fwd.set_digest_sink(&sink);
+  ASSERT_EQ(fwd.apply_mac_digest({{0x02, 0, 0, 0, 0, 1}, 3}, 0), Forwarding::DigestResult::Learned);
+  for (int i = 0; i < 10; ++i) send(fwd, kBroadcast, station(1), 4, 10);
+  ASSERT_EQ(sink.got.size(), 1u);
+  EXPECT_EQ(sink.got[0].port, 4);
+  EXPECT_EQ(entry(fwd, station(1))->port, 3);  // not moved by the data plane
+  EXPECT_EQ(counters(fwd)["fwd_moved"], 0u);
+  EXPECT_EQ(fwd.apply_mac_digest(sink.got[0], 20), Forwarding::DigestResult::Moved);
+  EXPECT_EQ(entry(fwd, station(1))->port, 4);
+  EXPECT_EQ(counters(fwd)["fwd_moved"], 1u);
+  // Moving back is a new (MAC, port): reported again at once.
+  send(fwd, kBroadcast, station(1), 3, 30);
+  ASSERT_EQ(sink.got.size(), 2u);
+  EXPECT_EQ(sink.got[1].port, 3);
+}
+
+TEST(ForwardingDigest, LostDigestIsRepeatedAfterTheFilterInterval) {
+  Forwarding fwd;
+  RecordingSink sink;
+  fwd.set_digest_sink(&sink);
+  const uint64_t t0 = 5'000'000'000ull;
+  send(fwd, kBroadcast, station(1), 3, t0);
+  send(fwd, kBroadcast, station(1), 3, t0 + Forwarding::kDigestRepeatNs - 1);
+  EXPECT_EQ(sink.got.size(), 1u);
+  // The control plane never installed it (a full ring): ask again.
+  send(fwd, kBroadcast, station(1), 3, t0 + Forwarding::kDigestRepeatNs);
+  EXPECT_EQ(sink.got.size(), 2u);
+}
+
+TEST(ForwardingDigest, StaticGroupAndNoPortAreNeverReportedOrInstalled) {
+  Forwarding fwd;
+  RecordingSink sink;
+  fwd.set_digest_sink(&sink);
+  ASSERT_TRUE(fwd.add_static_mac(station(7), 2));
+  send(fwd, kBroadcast, station(7), 3, 0);  // static: never moved by learning
+  Mac group = station(8);
+  group[0] |= 1;
+  send(fwd, kBroadcast, group, 3, 0);
+  send(fwd, kBroadcast, station(9), tna::kNoPort, 0);
+  EXPECT_TRUE(sink.got.empty());
+  EXPECT_EQ(fwd.apply_mac_digest({{0x02, 0, 0, 0, 0, 7}, 3}, 0), Forwarding::DigestResult::Refused);
+  EXPECT_EQ(fwd.apply_mac_digest({{0x03, 0, 0, 0, 0, 8}, 3}, 0), Forwarding::DigestResult::Refused);
+  EXPECT_EQ(fwd.apply_mac_digest({{0x02, 0, 0, 0, 0, 9}, tna::kNoPort}, 0), Forwarding::DigestResult::Refused);
+  EXPECT_EQ(entry(fwd, station(7))->port, 2);
+}
+
+TEST(ForwardingDigest, LearningOffReportsNothing) {
+  Forwarding fwd(ForwardingConfig{.learning = false});
+  RecordingSink sink;
+  fwd.set_digest_sink(&sink);
+  send(fwd, kBroadcast, station(1), 3, 0);
+  EXPECT_TRUE(sink.got.empty());
+}
+
+TEST(ForwardingDigest, WithoutASinkLearnsDirectly) {
+  Forwarding fwd;
+  RecordingSink sink;
+  fwd.set_digest_sink(&sink);
+  fwd.set_digest_sink(nullptr);
+  send(fwd, kBroadcast, station(1), 3, 0);
+  EXPECT_EQ(entry(fwd, station(1))->port, 3);
+  EXPECT_TRUE(sink.got.empty());
+}
+
 // --- ageing -----------------------------------------------------------------
 
 TEST(ForwardingAgeing, RemovesOnlyLearnedEntriesOlderThanTheAgeingTime) {
@@ -572,7 +683,7 @@ TEST(ForwardingCounters, StableNamesOrderAndClear) {
   const std::vector<std::pair<std::string, uint64_t>> want = {
       {"fwd_routed", 1},  {"fwd_l2_unicast", 1}, {"fwd_flooded", 2},
       {"fwd_arp_answered", 1}, {"fwd_learned", 2}, {"fwd_moved", 1},
-      {"fwd_aged", 2},    {"fwd_mac_entries", 0}, {"fwd_routes", 1},
+      {"fwd_aged", 2},    {"fwd_digests", 0}, {"fwd_mac_entries", 0}, {"fwd_routes", 1},
   };
   EXPECT_EQ(got, want);
 
