@@ -10,6 +10,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -190,9 +191,23 @@ void ControlPlane::age_macs() {
   pipes_.all([&](pipeline::SwitchProgram& p) { p.forwarding().age_out(now); });
 }
 
+// Learned MACs, reported by any lcore's instance, installed in every
+// instance: what a Tofino control plane does with a learn digest.
 void ControlPlane::apply_mac_digests() {
-  // Wired to Forwarding once the programs report digests (MacDigestSink).
-  (void)dp_.take_mac_digests();
+  auto digests = dp_.take_mac_digests();
+  if (digests.empty()) return;
+  // One entry per MAC, the latest report wins (a station that moved).
+  std::vector<tna::MacDigest> unique;
+  for (auto it = digests.rbegin(); it != digests.rend(); ++it) {
+    const bool seen = std::any_of(unique.begin(), unique.end(), [&](const tna::MacDigest& u) {
+      return std::equal(u.mac, u.mac + 6, it->mac);
+    });
+    if (!seen) unique.push_back(*it);
+  }
+  const uint64_t now = now_ns();
+  pipes_.all([&](pipeline::SwitchProgram& p) {
+    for (const auto& d : unique) p.forwarding().apply_mac_digest(d, now);
+  });
 }
 
 void ControlPlane::stop_and_unlink() {

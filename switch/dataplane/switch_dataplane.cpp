@@ -27,8 +27,17 @@ static_assert(TxPort::kMax == SwitchDataplane::kMaxBurst);
 static_assert(sizeof(tna::MacDigest) % 4 == 0, "rte_ring elements are multiples of 4 bytes");
 
 struct SwitchDataplane::Lcore {
-  Lcore(unsigned idx, unsigned id, uint16_t nports)
-      : index(idx), lcore_id(id), rng(rte_rdtsc() ^ (uint64_t(id) << 48)), sim_drops(new Counter[size_t(nports) * 2]) {}
+  Lcore(SwitchDataplane& dp, unsigned idx, unsigned id, uint16_t nports)
+      : index(idx), lcore_id(id), rng(rte_rdtsc() ^ (uint64_t(id) << 48)), sim_drops(new Counter[size_t(nports) * 2]),
+        sink(dp, idx) {}
+
+  // The program's MAC-learning digests go on this lcore's digest ring.
+  struct DigestSink final : pipeline::MacDigestSink {
+    DigestSink(SwitchDataplane& d, unsigned i) : dp(d), index(i) {}
+    void push(const tna::MacDigest& d) override { dp.push_mac_digest(index, d); }
+    SwitchDataplane& dp;
+    unsigned index;
+  };
 
   LcoreCounters counters;
   unsigned index = 0;     // rte_lcore_index = instance index
@@ -52,6 +61,8 @@ struct SwitchDataplane::Lcore {
   std::vector<uint16_t> staged;
   std::array<tna::Replica, kMaxReplicas> replicas;
   std::array<rte_mbuf*, kMaxReplicas> copies;
+  DigestSink sink;
+  pipeline::SwitchProgram* sprog = nullptr;  // = prog, for the sink's removal
 };
 
 SwitchDataplane::SwitchDataplane(Ports& ports, control::Pipes& pipes, LoopOptions opt)
@@ -79,9 +90,9 @@ void SwitchDataplane::setup(control::Pipes& pipes) {
   unsigned lcore_id;
   RTE_LCORE_FOREACH(lcore_id) {
     const unsigned index = static_cast<unsigned>(lcores_.size());
-    lcores_.push_back(std::make_unique<Lcore>(index, lcore_id, nports));
+    lcores_.push_back(std::make_unique<Lcore>(*this, index, lcore_id, nports));
     Lcore& c = *lcores_.back();
-    c.prog = &pipes.instance(index);
+    c.prog = c.sprog = &pipes.instance(index);
     c.pre = pipes.pre(index);
     if (!c.pre) throw std::runtime_error("program instance " + std::to_string(index) + " has no PRE");
     const int socket = int(rte_lcore_to_socket_id(lcore_id));
@@ -95,6 +106,10 @@ void SwitchDataplane::setup(control::Pipes& pipes) {
     if (!c.digests) throw std::runtime_error("digest ring: " + std::string(rte_strerror(rte_errno)) + " (raise EAL -m)");
     c.stage.resize(L);
     c.staged.assign(L, 0);
+    // Several instances: a learned MAC must reach all of them, so learning
+    // goes to the control thread as a digest (ControlPlane applies it to
+    // every instance). One instance learns directly, at once.
+    if (L > 1) c.sprog->set_mac_digest_sink(&c.sink);
   }
   tx_rings_.assign(nports, nullptr);
   for (uint16_t p = 0; p < nports; ++p) {
@@ -131,6 +146,7 @@ void SwitchDataplane::release() {
     rte_ring_free(r);
   };
   for (auto& c : lcores_) {
+    if (c->sprog) c->sprog->set_mac_digest_sink(nullptr);  // the instances outlive us
     if (c->tx)
       for (uint16_t p = 0; p < ports_.count(); ++p) {
         rte_pktmbuf_free_bulk(c->tx[p].pkts, c->tx[p].n);  // when run() never flushed
