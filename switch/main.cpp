@@ -223,7 +223,7 @@ int run_switch(const Flags& f) {
     std::fprintf(stderr, "agq-switch: %s\n", e.what());
     return 1;
   }
-  dataplane::SwitchView view(*ports, *dp);
+  dataplane::SwitchView view(*ports, *dp, epoch);
   // From here on every control-plane access to an instance runs on its lcore
   // (or directly while the lcores do not poll).
   pipes.set_executor(&dp->commands());

@@ -58,13 +58,16 @@ constexpr const char* kHelp =
     "arp del <ip>                remove it\n"
     "arp list                    list the ARP proxy entries\n"
     "job list                    list the agq jobs (in 'job add' syntax)\n"
+    "job get <id>                the job as its workers need it (PROTOCOL.md section 12)\n"
+    "job reset <id>              zero the job's slots and rows (a restarted job starts clean)\n"
     "job add <id> workers=<n> slots=<s> rows=<r> [delivery=multicast|ps]\n"
     "        [ps=<port>,<ip>,<mac>] [max_width=<bits>] worker=<id>,<port>,<ip>,<mac> ...\n"
     "                            register an agq job (pipeline agq)\n"
     "job del <id>                remove it and clear its registers\n"
     "drop <port> <rx|tx> <p>     drop simulator: drop packets with probability p (0..1)\n"
     "drop list                   drop probabilities and simulated drops per port\n"
-    "drop clear                  set every drop probability to 0\n";
+    "drop clear                  set every drop probability to 0\n"
+    "Commands that print data print JSON instead when the line ends with --json.\n";
 
 std::vector<std::string> split(const std::string& line) {
   std::istringstream in(line);
@@ -83,7 +86,8 @@ class Interpreter {
  public:
   Interpreter(Pipes& pipes, DataplaneView& dp) : pipes_(pipes), dp_(dp) {}
 
-  std::string run(const std::vector<std::string>& w, ControlPlane& cp) {
+  std::string run(std::vector<std::string> w, ControlPlane& cp) {
+    json_ = take_json_flag(w);
     const std::string& cmd = w[0];
     if (cmd == "help") {
       args(w, 1, 1, "help");
@@ -102,7 +106,7 @@ class Interpreter {
     if (cmd == "route") return route(w);
     if (cmd == "mac") return mac(w);
     if (cmd == "arp") return arp(w);
-    if (cmd == "job") return job_command(pipes_, dp_, w);
+    if (cmd == "job") return job_command(pipes_, dp_, w, json_);
     if (cmd == "drop") return drop_command(dp_, w);
     throw CommandError{"unknown command '" + cmd + "' (try 'help')", ""};
   }
@@ -320,6 +324,7 @@ class Interpreter {
 
   Pipes& pipes_;
   DataplaneView& dp_;
+  bool json_ = false;  // the line ended with --json
 };
 
 }  // namespace

@@ -50,9 +50,11 @@ class DataplaneView {
   // Takes effect on the lcores' next packet; no lock.
   virtual void set_sim_drop(tna::PortId port, SimDirection dir, double probability) = 0;
   virtual SimDropRow sim_drop(tna::PortId port) = 0;
-  // Dataplane lcores (= program instances = queues per port where the
-  // driver allows, docs/PROTOCOL.md section 10).
-  virtual unsigned lcore_count() { return 1; }
+  // What workers are told with their job (docs/PROTOCOL.md §10-12): the
+  // dataplane lcores (= queues per port) and the switch's boot epoch (0:
+  // none yet).
+  virtual uint16_t lcore_count() { return 1; }
+  virtual uint16_t boot_epoch() { return 0; }
   // Learned MACs the lcores reported since the last call (MAC digests).
   virtual std::vector<tna::MacDigest> take_mac_digests() { return {}; }
 };
