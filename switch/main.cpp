@@ -18,7 +18,6 @@
 #include <CLI/CLI.hpp>
 
 #include <pthread.h>
-#include <sys/random.h>
 
 #include <atomic>
 #include <chrono>
@@ -154,16 +153,6 @@ void print_banner(const agq::dataplane::Ports& ports, const agq::dataplane::Swit
   std::fflush(stdout);
 }
 
-// A nonzero 16-bit boot epoch (docs/PROTOCOL.md section 11), different on
-// every start with overwhelming probability.
-uint16_t pick_epoch() {
-  uint16_t e = 0;
-  while (e == 0)
-    if (getrandom(&e, sizeof e, 0) != sizeof e)
-      e = uint16_t(std::chrono::steady_clock::now().time_since_epoch().count());
-  return e;
-}
-
 // Everything after EAL and the flags. Returns the exit code; every object
 // it creates is destroyed (ports stopped, socket removed) when it returns.
 int run_switch(const Flags& f) {
@@ -172,7 +161,6 @@ int run_switch(const Flags& f) {
   std::vector<std::unique_ptr<control::Pipe>> instances;
   const uint16_t nports = rte_eth_dev_count_avail();
   const unsigned lcores = rte_lcore_count();
-  const uint16_t epoch = pick_epoch();
   try {
     cfg = control::load_config(f.config);
     if (nports == 0) {
@@ -199,6 +187,10 @@ int run_switch(const Flags& f) {
     std::fprintf(stderr, "agq-switch: %s\n", e.what());
     return 1;
   }
+  // The boot epoch (docs/PROTOCOL.md section 11): load_config picked it
+  // ([switch] epoch, else random and nonzero); install_entries set it on
+  // every instance.
+  const uint16_t epoch = cfg.epoch;
   control::Pipes pipes(std::move(instances));
   pipes.set_epoch_value(epoch);
 

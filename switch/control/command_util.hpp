@@ -70,7 +70,7 @@ std::string drop_command(DataplaneView& dp, const std::vector<std::string>& w);
 
 inline constexpr const char* kUsageJob =
     "job list | job del <id> | job add <id> workers=<n> slots=<s> rows=<r> [delivery=multicast|ps] "
-    "[ps=<port>,<ip>,<mac>] [max_width=<bits>] worker=<id>,<port>,<ip>,<mac> ...";
+    "[ps=<port>,<ip>,<mac>] [max_width=<bits>] [lanes=32|16] worker=<id>,<port>,<ip>,<mac> ...";
 inline constexpr const char* kUsageJobGet = "job get <id> [--json] | job reset <id>";
 inline constexpr const char* kUsageDrop = "drop <port> <rx|tx> <probability 0..1> | drop list | drop clear";
 

@@ -61,7 +61,7 @@ constexpr const char* kHelp =
     "job get <id>                the job as its workers need it (PROTOCOL.md section 12)\n"
     "job reset <id>              zero the job's slots and rows (a restarted job starts clean)\n"
     "job add <id> workers=<n> slots=<s> rows=<r> [delivery=multicast|ps]\n"
-    "        [ps=<port>,<ip>,<mac>] [max_width=<bits>] worker=<id>,<port>,<ip>,<mac> ...\n"
+    "        [ps=<port>,<ip>,<mac>] [max_width=<bits>] [lanes=32|16] worker=<id>,<port>,<ip>,<mac> ...\n"
     "                            register an agq job (pipeline agq)\n"
     "job del <id>                remove it and clear its registers\n"
     "drop <port> <rx|tx> <p>     drop simulator: drop packets with probability p (0..1)\n"

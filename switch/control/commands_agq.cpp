@@ -1,5 +1,5 @@
 // 'job' commands: agq jobs registered and removed on a running switch
-// (docs/PROTOCOL.md §6). They exist only when the program is AgqProgram;
+// (docs/PROTOCOL.md §6). They exist only when the program is an agq program;
 // add_job/remove_job run on every lcore's program instance between two of its
 // bursts (Pipes::all), so a job appears or vanishes between two packets.
 #include <algorithm>
@@ -17,7 +17,7 @@
 namespace agq::control {
 namespace {
 
-using pipeline::agq::AgqProgram;
+using pipeline::agq::AgqSwitchProgram;
 using pipeline::agq::JobSpec;
 using pipeline::agq::ResultDelivery;
 using pipeline::agq::WorkerSpec;
@@ -74,6 +74,8 @@ JobSpec parse_job_add(DataplaneView& dp, const std::vector<std::string>& w) {
       job.rows = uint32_t(number(key, v, 1, uint64_t(kMaxTotalRows)));
     } else if (key == "max_width") {
       job.max_width = uint8_t(number(key, v, uint64_t(kMinWidth), uint64_t(kMaxWidth)));
+    } else if (key == "lanes") {
+      job.lanes = uint8_t(number(key, v, uint64_t(kMinLanes), uint64_t(kMaxLanes)));
     } else if (key == "delivery") {
       if (v == "multicast") job.delivery = ResultDelivery::Multicast;
       else if (v == "ps") job.delivery = ResultDelivery::Ps;
@@ -96,7 +98,7 @@ JobSpec parse_job_add(DataplaneView& dp, const std::vector<std::string>& w) {
       ws.mac = e.mac;
       job.workers.push_back(ws);
     } else {
-      bad("unknown key '" + key + "' (known: workers, slots, rows, delivery, ps, max_width, worker)");
+      bad("unknown key '" + key + "' (known: workers, slots, rows, delivery, ps, max_width, lanes, worker)");
     }
   }
   for (const char* k : {"workers", "slots", "rows"})
@@ -143,7 +145,7 @@ std::string job_command(Pipes& pipes, DataplaneView& dp, const std::vector<std::
     throw CommandError{"jobs need the agq pipeline (this switch runs \"" + std::string(prog.name()) +
                            "\"; set [switch] pipeline = \"agq\")",
                        ""};
-  auto agq = [](pipeline::SwitchProgram& p) -> AgqProgram& { return static_cast<AgqProgram&>(p); };
+  auto agq = [](pipeline::SwitchProgram& p) -> AgqSwitchProgram& { return static_cast<AgqSwitchProgram&>(p); };
   check_arg_count(w, 2, size_t(-1), kUsageJob);
   if (w[1] == "list") {
     check_arg_count(w, 2, 2, kUsageJob);

@@ -38,6 +38,10 @@ class SwitchProgram : public tna::Program {
   // kAnyShard: every instance holds it alike (or the program has one shard).
   virtual uint32_t aggregator_shard(uint32_t /*index*/) const { return tna::kAnyShard; }
 
+  // The switch's nonzero boot epoch (docs/PROTOCOL.md §11), written into
+  // every agq frame the program makes; programs without such frames ignore it.
+  virtual void set_epoch(uint16_t /*epoch*/) {}
+
  protected:
   tna::ReplicationEngine& pre() { return pre_; }
 

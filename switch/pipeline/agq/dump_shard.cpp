@@ -5,7 +5,7 @@
 
 namespace agq::pipeline::agq {
 
-uint32_t AgqProgram::aggregator_shard(uint32_t row) const {
+uint32_t AgqSwitchProgram::aggregator_shard(uint32_t row) const {
   for (const JobSpec& j : jobs()) {
     const auto p = placement(j.job_id);
     if (p && row >= p->row_base && row - p->row_base < p->rows) return (j.job_id + (row - p->row_base)) & 0x0FFFu;
