@@ -37,6 +37,7 @@
 #include "dataplane/rate_reporter.hpp"
 #include "dataplane/switch_dataplane.hpp"
 #include "dataplane/switch_view.hpp"
+#include "observe/telemetry.hpp"
 #include "pipeline/forwarding.hpp"
 
 namespace {
@@ -76,7 +77,7 @@ above. Ports are numbered in the order DPDK probes them: --vdev order for
 virtual devices. Without a NIC and without hugepages, for example:
 
   agq-switch --no-huge -m 256 --no-pci -l 0 --file-prefix sw \
-      --log-level=warning --no-telemetry \
+      --log-level=warning \
       --vdev=net_memif0,role=server,id=0,socket=/tmp/agq0.sock,socket-abstract=no \
       --vdev=net_memif1,role=server,id=0,socket=/tmp/agq1.sock,socket-abstract=no \
       -- --config conf/classic.toml --ctl-socket /tmp/agq.ctl --stats-interval 1
@@ -84,7 +85,8 @@ virtual devices. Without a NIC and without hugepages, for example:
 Replay a capture instead: --vdev=net_pcap0,rx_pcap=in.pcap,tx_pcap=out0.pcap
 Every lcore given to -l runs the dataplane with its own program instance. Stop with Ctrl-C (SIGINT) or
 SIGTERM: the final counters and per-port statistics are printed.
-Query a running switch: agqctl --socket /tmp/agq.ctl counters
+Query a running switch: agqctl --socket /tmp/agq.ctl counters [--json]
+or with DPDK's telemetry client: dpdk-telemetry.py -f sw   (then /agq/counters)
 EAL's own options: agq-switch --help -- (or see the DPDK EAL documentation).
 Exit codes: 0 stopped by a signal, 1 configuration/port/start-up error,
 2 bad command line.)";
@@ -222,6 +224,7 @@ int run_switch(const Flags& f) {
   control::ControlPlane cp(pipes, view, socket);
   try {
     cp.start();
+    observe::register_telemetry(socket);  // /agq/... answered through the socket just opened
   } catch (const std::exception& e) {
     std::fprintf(stderr, "agq-switch: %s\n", e.what());  // names the socket itself
     return 1;

@@ -69,6 +69,16 @@ constexpr const char* kHelp =
     "drop clear                  set every drop probability to 0\n"
     "Commands that print data print JSON instead when the line ends with --json.\n";
 
+// 'counters --json': the "name value" lines of format_counters() (the one
+// place that reads them) as one object.
+Json counters_json(const std::string& text) {
+  Json j = Json::object();
+  std::istringstream in(text);
+  std::string name;
+  for (uint64_t v; in >> name >> v;) j[name] = v;
+  return j;
+}
+
 std::vector<std::string> split(const std::string& line) {
   std::istringstream in(line);
   std::vector<std::string> w;
@@ -99,7 +109,7 @@ class Interpreter {
     }
     if (cmd == "counters") {
       args(w, 1, 1, "counters");
-      return cp.format_counters();
+      return json_ ? counters_json(cp.format_counters()).dump() + "\n" : cp.format_counters();
     }
     if (cmd == "clear") return clear(w);
     if (cmd == "dump") return dump(w);
@@ -107,7 +117,7 @@ class Interpreter {
     if (cmd == "mac") return mac(w);
     if (cmd == "arp") return arp(w);
     if (cmd == "job") return job_command(pipes_, dp_, w, json_);
-    if (cmd == "drop") return drop_command(dp_, w);
+    if (cmd == "drop") return drop_command(dp_, w, json_);
     throw CommandError{"unknown command '" + cmd + "' (try 'help')", ""};
   }
 
@@ -135,10 +145,9 @@ class Interpreter {
     t.row({"port", "name", "mac", "link", "rx_packets", "rx_bytes", "tx_packets", "tx_bytes", "rx_dropped",
            "tx_dropped"});
     for (const auto& r : dp_.port_stats())
-      t.row({std::to_string(r.id), r.name, r.mac, r.link_up ? "up" : "down", std::to_string(r.rx_packets),
-             std::to_string(r.rx_bytes), std::to_string(r.tx_packets), std::to_string(r.tx_bytes),
-             std::to_string(r.rx_dropped), std::to_string(r.tx_dropped)});
-    return t.render();
+      t.row({r.id, r.name, r.mac, r.link_up ? "up" : "down", r.rx_packets, r.rx_bytes, r.tx_packets, r.tx_bytes,
+             r.rx_dropped, r.tx_dropped});
+    return t.output(json_);
   }
 
   std::string clear(const std::vector<std::string>& w) {
@@ -174,12 +183,19 @@ class Interpreter {
       count = std::min<uint64_t>(*c, total - *first);  // a range past the end is cut, not refused
     }
     std::string out;
+    Json all = Json::array();
     for (uint64_t i = *first; i < *first + count; ++i) {
       // Registers are read on the lcore that owns the aggregator's shard, one
       // aggregator per command: the lcore is never held for a whole dump.
       const uint32_t shard = pipes_.on(0, [&](pipeline::SwitchProgram& p) { return p.aggregator_shard(uint32_t(i)); });
       const auto cells = pipes_.on(pipes_.owner(shard),
                                    [&](pipeline::SwitchProgram& p) { return p.dump_aggregator(uint32_t(i)); });
+      if (json_) {
+        Json c = Json::object();
+        for (const auto& [name, v] : cells) c[name] = v;
+        all.push_back(Json{{"aggregator", i}, {"cells", std::move(c)}});
+        continue;
+      }
       out += "aggregator " + std::to_string(i) + "\n";
       Columns t;
       for (const auto& [name, v] : cells) {
@@ -189,7 +205,7 @@ class Interpreter {
       }
       out += t.render();
     }
-    return out;
+    return json_ ? all.dump() + "\n" : out;
   }
 
   std::string route(const std::vector<std::string>& w) {
@@ -203,8 +219,8 @@ class Interpreter {
       std::sort(rows.begin(), rows.end());
       Columns t;
       t.row({"ip", "port"});
-      for (auto [ip, p] : rows) t.row({proto::ipv4_to_string(ip), std::to_string(p)});
-      return t.render();
+      for (auto [ip, p] : rows) t.row({proto::ipv4_to_string(ip), p});
+      return t.output(json_);
     }
     if (w[1] == "add") {
       args(w, 4, 4, kUsageRoute);
@@ -246,11 +262,11 @@ class Interpreter {
       Columns t;
       t.row({"mac", "port", "type", "age_s"});
       for (const auto& [m, e] : rows) {
-        std::string age = "-";
-        if (!e.is_static) age = std::to_string(now > e.last_seen_ns ? (now - e.last_seen_ns) / 1'000'000'000 : 0);
-        t.row({proto::mac_to_string(m), std::to_string(e.port), e.is_static ? "static" : "learned", age});
+        Cell age = nullptr;
+        if (!e.is_static) age = now > e.last_seen_ns ? (now - e.last_seen_ns) / 1'000'000'000 : 0;
+        t.row({proto::mac_to_string(m), e.port, e.is_static ? "static" : "learned", age});
       }
-      return t.render();
+      return t.output(json_);
     }
     if (w[1] == "add") {
       args(w, 4, 4, kUsageMac);
@@ -291,7 +307,7 @@ class Interpreter {
       Columns t;
       t.row({"ip", "mac"});
       for (const auto& [ip, m] : rows) t.row({proto::ipv4_to_string(ip), proto::mac_to_string(m)});
-      return t.render();
+      return t.output(json_);
     }
     if (w[1] == "add") {
       args(w, 4, 4, kUsageArp);
