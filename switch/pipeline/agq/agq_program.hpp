@@ -83,6 +83,11 @@ class AgqSwitchProgram : public SwitchProgram {
   virtual bool remove_job(uint16_t job_id) = 0;  // clears the job's registers, frees its space
   virtual std::vector<JobSpec> jobs() const = 0;
   virtual std::optional<JobPlacement> placement(uint16_t job_id) const = 0;
+
+  // (job_id + row - row_base) & 0xFFF of the job that holds `row`
+  // (docs/PROTOCOL.md section 10; dump_shard.cpp): the lcore whose instance
+  // holds the row's registers.
+  uint32_t aggregator_shard(uint32_t row) const override;
 };
 
 struct Registers;
