@@ -147,6 +147,16 @@ def test_capture_rx_tx_byte_for_byte(switch, tmp_path):
     assert t.returncode == 0, t.stderr
     assert [l.split("\t") for l in t.stdout.splitlines()] == [
         [str(len(sent[0][1])), "0x00000001"], [str(len(results[1][0])), "0x00000002"]]  # inbound, outbound
+    # ... and with the project's dissector (tools/wireshark/agq.lua), the agq fields of both.
+    t = subprocess.run(["tshark", "-X", f"lua_script:{SOURCE_DIR}/tools/wireshark/agq.lua", "-r", str(f1),
+                        "-T", "fields", "-E", "occurrence=a", "-e", "agq.type", "-e", "agq.job_id", "-e", "agq.slot",
+                        "-e", "agq.seq", "-e", "agq.worker_id", "-e", "agq.width", "-e", "agq.guard",
+                        "-e", "agq.epoch", "-e", "agq.lane"], capture_output=True, text=True, timeout=60)
+    assert t.returncode == 0, t.stderr
+    d, res = [l.split("\t") for l in t.stdout.splitlines()]
+    assert d[:8] == ["1", "1", "3", "77", "0", "0", "0", "0"]
+    assert res[:8] == ["2", "1", "3", "77", "0", str(r.width), "1", str(EPOCH)]
+    assert res[8].split(",") == [f"0x{v:08x}" for v in r.lanes]
 
 
 def test_capture_bad_input_leaves_switch_untouched(switch, tmp_path):
