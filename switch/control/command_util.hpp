@@ -38,8 +38,7 @@ tna::PortId existing_port(DataplaneView& dp, const std::string& s, const char* u
 
 // The agq job commands ('job list|add|del', commands_agq.cpp).
 // `json`: the command line carried --json (data as JSON, control/json.hpp).
-std::string job_command(pipeline::SwitchProgram& prog, DataplaneView& dp, const std::vector<std::string>& w,
-                        bool json);
+std::string job_command(Pipes& pipes, DataplaneView& dp, const std::vector<std::string>& w, bool json);
 // The drop simulator commands ('drop <port> <rx|tx> <p>|list|clear', commands_drop.cpp).
 std::string drop_command(DataplaneView& dp, const std::vector<std::string>& w, bool json = false);
 
