@@ -110,7 +110,7 @@ control AgqIngress(inout ingress_headers_t hdr,
                     md.complete = md.resub.complete[0:0];
                 } else {
                     if (md.count_new == 1) { md.first = 1; }
-                    if (md.count_new == md.job_n || md.count_old == md.job_n) { md.complete = 1; }
+                    if (md.count_new == (bit<16>)md.job_n || md.count_old == md.job_n) { md.complete = 1; }
                 }
                 slot_window_ctl.apply(md, ig_intr_md);          /* stage 5 */
                 result_select.apply(md, ig_intr_md);            /* stage 6 */

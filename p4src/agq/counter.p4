@@ -40,8 +40,8 @@ control SlotCounter(inout ingress_headers_t hdr,
 
     apply {
         if (md.bitmap_old == 0) {                /* seen = old & worker_bit != 0 */
-            if (md.v == 0) { md.count_new = slot_count_inc_v0.execute(md.slot_idx); }
-            else           { md.count_new = slot_count_inc_v1.execute(md.slot_idx); }
+            if (md.v == 0) { md.count_new = (bit<16>)slot_count_inc_v0.execute(md.slot_idx); }
+            else           { md.count_new = (bit<16>)slot_count_inc_v1.execute(md.slot_idx); }
             agq_contributions.count(0);
             if ((hdr.agq.flags & AGQ_FLAG_OVERFLOW) != 0) {
                 agq_overflow.count(0);

@@ -298,7 +298,7 @@ struct ingress_metadata_t {
     /* slot state */
     bit<32>    bitmap_old;
     bit<1>     seen;
-    bit<8>     count_new;      /* slot_count_inc output (0 when seen) */
+    bit<16>    count_new;      /* slot_count_inc output (0 when seen); 16 bits: slot_window's SALU reads it beside the 16-bit win_operand (Tofino 1 input crossbar) */
     bit<8>     count_old;      /* slot_count_read output (seen) */
     bit<1>     first;
     bit<1>     complete;
