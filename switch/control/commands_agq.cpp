@@ -1,9 +1,8 @@
 // 'job' commands: agq jobs registered and removed on a running switch
 // (docs/PROTOCOL.md §6). They exist only when the program is an agq program;
-// the program's add_job/remove_job run under prog.lock() like every other
-// access to program state, so a job appears or vanishes between two packets.
+// add_job/remove_job run on every lcore's program instance between two of its
+// bursts (Pipes::all), so a job appears or vanishes between two packets.
 #include <algorithm>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -139,31 +138,23 @@ JobInfo job_info(const JobSpec& s, const pipeline::agq::JobPlacement& p, Datapla
 
 }  // namespace
 
-std::string job_command(pipeline::SwitchProgram& prog, DataplaneView& dp, const std::vector<std::string>& w,
-                        bool json) {
-  // name() is fixed for the program's life: no lock needed to ask.
+std::string job_command(Pipes& pipes, DataplaneView& dp, const std::vector<std::string>& w, bool json) {
+  // name() is fixed for the program's life: any thread may ask.
+  const pipeline::SwitchProgram& prog = pipes.instance(0);
   if (prog.name() != "agq")
     throw CommandError{"jobs need the agq pipeline (this switch runs \"" + std::string(prog.name()) +
                            "\"; set [switch] pipeline = \"agq\")",
                        ""};
-  auto& agq = static_cast<AgqSwitchProgram&>(prog);
+  auto agq = [](pipeline::SwitchProgram& p) -> AgqSwitchProgram& { return static_cast<AgqSwitchProgram&>(p); };
   check_arg_count(w, 2, size_t(-1), kUsageJob);
   if (w[1] == "list") {
     check_arg_count(w, 2, 2, kUsageJob);
-    std::vector<JobSpec> jobs;
-    {
-      std::lock_guard g(prog.lock());
-      jobs = agq.jobs();
-    }
+    std::vector<JobSpec> jobs = pipes.on(0, [&](pipeline::SwitchProgram& p) { return agq(p).jobs(); });
     std::sort(jobs.begin(), jobs.end(), [](const JobSpec& a, const JobSpec& b) { return a.job_id < b.job_id; });
     if (json) {
       Json out = Json::array();
       for (const auto& j : jobs) {
-        std::optional<pipeline::agq::JobPlacement> p;
-        {
-          std::lock_guard g(prog.lock());
-          p = agq.placement(j.job_id);
-        }
+        const auto p = pipes.on(0, [&](pipeline::SwitchProgram& q) { return agq(q).placement(j.job_id); });
         if (p) out.push_back(to_json(job_info(j, *p, dp)));  // else removed in between
       }
       return out.dump() + "\n";
@@ -177,43 +168,47 @@ std::string job_command(pipeline::SwitchProgram& prog, DataplaneView& dp, const 
     const auto id = uint16_t(number("id", w[2], 1, uint64_t(kMaxJobId)));
     std::optional<JobSpec> spec;
     std::optional<pipeline::agq::JobPlacement> place;
-    {
-      std::lock_guard g(prog.lock());
-      for (auto& j : agq.jobs())
+    pipes.on(0, [&](pipeline::SwitchProgram& p) {
+      for (auto& j : agq(p).jobs())
         if (j.job_id == id) spec = std::move(j);
-      place = agq.placement(id);
-    }
+      place = agq(p).placement(id);
+    });
     if (!spec || !place) throw CommandError{"no job " + w[2], ""};
     const Json j = to_json(job_info(*spec, *place, dp));
     return json ? j.dump() + "\n" : json_as_text(j);
   }
   if (w[1] == "reset") {
     // A restarted job must find its slots and rows zero. remove_job zeroes
-    // them; adding the same spec back under the same lock hold restores the
-    // tables as they were, so no packet sees the job missing.
+    // them; adding the same spec back in the same command (one closure per
+    // lcore, between two bursts) restores the tables as they were, so no
+    // packet sees the job missing.
     check_arg_count(w, 3, 3, kUsageJobGet);
     const auto id = uint16_t(number("id", w[2], 1, uint64_t(kMaxJobId)));
-    std::lock_guard g(prog.lock());
     std::optional<JobSpec> spec;
-    for (auto& j : agq.jobs())
-      if (j.job_id == id) spec = std::move(j);
+    pipes.on(0, [&](pipeline::SwitchProgram& p) {
+      for (auto& j : agq(p).jobs())
+        if (j.job_id == id) spec = std::move(j);
+    });
     if (!spec) throw CommandError{"no job " + w[2], ""};
-    agq.remove_job(id);
-    if (auto err = agq.add_job(*spec)) throw CommandError{"internal: job " + w[2] + " not restored: " + *err, ""};
+    const auto err = pipes.all([&](pipeline::SwitchProgram& p) -> std::optional<std::string> {
+      agq(p).remove_job(id);
+      return agq(p).add_job(*spec);
+    });
+    if (err) throw CommandError{"internal: job " + w[2] + " not restored: " + *err, ""};
     return "";
   }
   if (w[1] == "add") {
     check_arg_count(w, 3, size_t(-1), kUsageJob);
     const JobSpec job = parse_job_add(dp, w);
-    std::lock_guard g(prog.lock());
-    if (auto err = agq.add_job(job)) throw CommandError{*err, ""};  // add_job names the job
+    if (auto err = pipes.all([&](pipeline::SwitchProgram& p) { return agq(p).add_job(job); }))
+      throw CommandError{*err, ""};  // add_job names the job
     return "";
   }
   if (w[1] == "del") {
     check_arg_count(w, 3, 3, kUsageJob);
     const auto id = uint16_t(number("id", w[2], 1, uint64_t(kMaxJobId)));
-    std::lock_guard g(prog.lock());
-    if (!agq.remove_job(id)) throw CommandError{"no job " + w[2], ""};
+    if (!pipes.all([&](pipeline::SwitchProgram& p) { return agq(p).remove_job(id); }))
+      throw CommandError{"no job " + w[2], ""};
     return "";
   }
   throw CommandError{"unknown job subcommand '" + w[1] + "'", kUsageJob};

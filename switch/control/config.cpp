@@ -241,8 +241,9 @@ std::unique_ptr<pipeline::SwitchProgram> make_program(const SwitchConfig& cfg, t
 }
 
 void install_entries(const SwitchConfig& cfg, pipeline::SwitchProgram& prog) {
-  install_jobs(cfg, prog);  // takes the lock itself
-  std::lock_guard g(prog.lock());
+  // Before the lcores run (main.cpp calls it once per instance): no lcore
+  // can see a half-installed table.
+  install_jobs(cfg, prog);
   prog.set_epoch(cfg.epoch);
   auto& fwd = prog.forwarding();
   auto fail = [&](int line, const std::string& field, const std::string& what) {

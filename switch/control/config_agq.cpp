@@ -151,7 +151,6 @@ void install_jobs(const SwitchConfig& cfg, pipeline::SwitchProgram& prog) {
     throw ConfigError(cfg.path + ":" + std::to_string(cfg.jobs[0].line) + ": job[0]: the program is \"" +
                       std::string(prog.name()) + "\", jobs need \"agq\"");
   auto& agq = static_cast<pipeline::agq::AgqSwitchProgram&>(prog);
-  std::lock_guard g(prog.lock());
   for (size_t i = 0; i < cfg.jobs.size(); ++i) {
     const JobEntry& e = cfg.jobs[i];
     if (auto err = agq.add_job(e.spec))

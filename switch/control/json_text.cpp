@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "control/command_util.hpp"
+#include "control/columns.hpp"
 
 namespace agq::control {
 namespace {
@@ -25,9 +25,9 @@ std::string table(const Json& rows, const std::string& indent) {
   Columns t;
   std::vector<std::string> header;
   for (const auto& [k, v] : rows.front().items()) header.push_back(k);
-  t.row(header);
+  t.row({header.begin(), header.end()});
   for (const auto& r : rows) {
-    std::vector<std::string> cells;
+    std::vector<Cell> cells;
     for (const auto& k : header) {
       auto it = r.find(k);
       cells.push_back(it == r.end() ? "-" : scalar(*it));

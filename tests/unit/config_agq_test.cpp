@@ -255,11 +255,7 @@ TEST_F(ConfigAgqTest, MakeProgramAndInstallJobs) {
   EXPECT_EQ(prog->name(), "agq");
   install_entries(c, *prog);
   auto& agq = static_cast<AgqSwitchProgram&>(*prog);
-  std::vector<pipeline::agq::JobSpec> jobs;
-  {
-    std::lock_guard g(prog->lock());
-    jobs = agq.jobs();
-  }
+  std::vector<pipeline::agq::JobSpec> jobs = agq.jobs();
   ASSERT_EQ(jobs.size(), 2u);
   std::sort(jobs.begin(), jobs.end(), [](auto& a, auto& b) { return a.job_id < b.job_id; });
   EXPECT_EQ(jobs[0].job_id, 1);

@@ -113,6 +113,11 @@ class AgqSwitchProgram : public SwitchProgram {
   uint32_t aggregator_count() const final;
   NamedCells dump_aggregator(uint32_t row) const final;
 
+  // (job_id + row - row_base) & 0xFFF of the job that holds `row`
+  // (docs/PROTOCOL.md section 10; dump_shard.cpp): the lcore whose instance
+  // holds the row's registers.
+  uint32_t aggregator_shard(uint32_t row) const override;
+
  protected:
   virtual const JobBook& book() const = 0;
 };
