@@ -406,3 +406,36 @@ TEST(AgqFastDiff, RandomTracesEqualTheModelFrameByFrameAndCellByCell) {
         for (const auto& [name, v] : st.counters) std::printf("  %s %lu\n", name.c_str(), (unsigned long)v);
     }
 }
+
+// The one deliberate difference: the fast program updates IPv4 checksums
+// incrementally (RFC 1624), so a frame that arrived with a wrong checksum
+// leaves with a wrong one; the model recomputes it. Everything else is equal.
+TEST(AgqFastDiff, IncrementalChecksumKeepsAWrongChecksumWrong) {
+  Programs p(fast::best_simd());
+  const JobSpec j = job_spec(1, 2, 4, 4);
+  ASSERT_FALSE(p.model.add_job(j));
+  ASSERT_FALSE(p.fast.add_job(j));
+  tna::IngressIntrinsicMd md;
+  for (uint8_t w : {0, 1}) {
+    auto f = worker_frame(j, w, data_pkt(j, w, 0, 0, 16, std::vector<uint32_t>(32, 5)));
+    if (w == 1) f[14 + 10] ^= 0x5A;  // a wrong IPv4 checksum
+    auto g = f;
+    md.ingress_port = j.workers[w].port;
+    const Decision dm = p.model.process(f, md);
+    const Decision df = p.fast.process(g, md);
+    ASSERT_TRUE(same(dm, df));
+    if (w == 0) continue;
+    ASSERT_EQ(dm.kind, Decision::Kind::Multicast);
+    const tna::Replica r = p.model_pre.members(dm.group).at(0);
+    p.model.egress(f, r.port, r.rid);
+    p.fast.egress(g, r.port, r.rid);
+    pipeline::Headers hm, hf;
+    ASSERT_EQ(pipeline::parse(f, hm), pipeline::ParserError::None);
+    ASSERT_EQ(pipeline::parse(g, hf), pipeline::ParserError::None);
+    EXPECT_EQ(hm.ipv4.hdr_checksum, hm.ipv4.compute_checksum());
+    EXPECT_NE(hf.ipv4.hdr_checksum, hf.ipv4.compute_checksum());  // still wrong
+    f[24] = g[24];
+    f[25] = g[25];
+    EXPECT_EQ(f, g);
+  }
+}
