@@ -99,6 +99,14 @@ def test_hook_equals_gloo_within_bound(ranks):
         bad = [c for c in checks if c["violations"]]
         assert not bad, bad[:3]
         assert all(c["max_over_bound"] <= 1.0 + 1e-6 or c["max_abs"] < 1e-6 for c in checks), checks[:3]
+        # The hook returned while buckets were still travelling: backward was not blocked by them.
+        assert rec["in_flight_at_return"] > 0, rec["in_flight_at_return"]
+
+
+def test_nan_gradients_are_reported(ranks):
+    _, recs, _ = ranks
+    for rec in recs:
+        assert "NaN/Inf" in rec["nan_backward"] and "DDP bucket" in rec["nan_backward"], rec["nan_backward"]
 
 
 def test_training_tracks_gloo(ranks):
