@@ -379,10 +379,13 @@ int run(const Opts& o) {
         const uint8_t* d = rte_pktmbuf_mtod(rx[i], const uint8_t*);
         uint64_t magic = 0, stamp = 0;
         if (agq_traffic) {
-          // A RESULT of this stream's job: its seq is the
+          // A RESULT of this stream's job (or its DATA itself, echoed by a
+          // plain forwarder): its seq is the
           // TSC of the completing DATA. 32-bit TSC: exact for latencies below
           // 2^32 cycles (> 1 s here).
-          if (rx[i]->data_len >= kAgqSeqOff + 4 && (d[kAgqTypeOff] & 0x0F) == uint8_t(agq::proto::AgqType::Result) &&
+          const uint8_t type = d[kAgqTypeOff] & 0x0F;  // RESULT from a switch, DATA from a forwarder (testpmd)
+          if (rx[i]->data_len >= kAgqSeqOff + 4 &&
+              (type == uint8_t(agq::proto::AgqType::Result) || type == uint8_t(agq::proto::AgqType::Data)) &&
               (unsigned(d[kAgqJobOff]) << 8 | d[kAgqJobOff + 1]) == o.stream + 1) {
             uint32_t s32;
             std::memcpy(&s32, d + kAgqSeqOff, 4);
