@@ -125,8 +125,10 @@ def test_cpp_client_many_in_flight(switch, ranks, tmp_path):
     import agq_torch
     from agq_torch.launch import binary
     agq_torch.reset_job(switch.ctl, 1)  # the ranks' run left the job's slots used: a new run starts clean
+    # rank 0 takes the job from the switch (C++ job get), rank 1 is given it by hand
+    job_args = [["--switch-ctl", str(switch.ctl)], ["--workers", str(WORLD), "--slots", "64", "--rows", "32"]]
     procs = [subprocess.Popen([str(binary("agq-allreduce-example")), "--vdev", switch.vdev(r), "--job", "1",
-                               "--workers", str(WORLD), "--rank", str(r), "--slots", "64", "--rows", "32",
+                               "--rank", str(r), *job_args[r],
                                "--elements", "20001", "--ops", "4", "--file-prefix", f"agqcpp{r}x{os.getpid()}"],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(WORLD)]
     outs = [p.communicate(timeout=120)[0] for p in procs]
