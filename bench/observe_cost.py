@@ -5,7 +5,7 @@ job meter of `agqctl top` on, side by side in one run.
 
 Set-up (one process, one dataplane lcore, --no-huge): net_pcap0 replays
 115-byte L2 frames with infinite_rx=1 into the switch, a static MAC forwards
-them to net_null0 (no-rx). Rate = port 0's rx packets per second from
+them to net_null0 (no-rx). Rate = port 1's tx packets per second (frames forwarded) from
 `agqctl ports --json` over `--seconds` after a settling second; modes are
 interleaved per rep so load drift hits all of them. Capture writes to
 /dev/null (the copy, ring and writer are all paid; disk speed is not
@@ -36,10 +36,12 @@ MODES = {
 
 
 def l2_pcap(path: Path):
+    from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
     from scapy.utils import wrpcap
-    frame = bytes.fromhex("020000000002" "020000000001" "0800") + bytes(range(101))  # 115 bytes
-    wrpcap(str(path), [Ether(frame)] * 64)
+    frame = Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02") / IP(src="10.0.0.1", dst="10.0.0.2") / \
+        UDP(sport=7, dport=9) / bytes(73)  # 115 bytes, forwarded by the static MAC
+    wrpcap(str(path), [frame] * 64)
 
 
 def main():
@@ -62,7 +64,7 @@ def main():
         return r.stdout
 
     def rx0():
-        return json.loads(ctl("ports", "--json"))[0]["rx_packets"]
+        return json.loads(ctl("ports", "--json"))[1]["tx_packets"]
 
     dropped = {m: [] for m in MODES}
     rates = {m: [] for m in MODES}
