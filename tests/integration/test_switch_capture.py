@@ -14,7 +14,7 @@ import pytest
 from scapy.utils import PcapNgReader
 
 from agq_proto import AgqHeader
-from harness import SOURCE_DIR, agqctl, binary, wait_for
+from harness import SOURCE_DIR, agqctl, binary, eal_args, unique_prefix, wait_for
 from tap_switch import EPOCH, agq_in, data_frames, start_tap_switch
 
 
@@ -141,3 +141,33 @@ def test_capture_ends_at_switch_exit(switch, tmp_path):
     sent, results = run_round(socks, slot=7, seq=79)
     assert sw.stop() == 0, sw.output()
     assert [b for _, b in pcapng_packets(f)] == [sent[1][1], results[2][0]]
+
+
+def test_capture_on_pcap_and_null_ports_with_count(tmp_path, procs):
+    """Other port kinds: a net_pcap replay port (infinite_rx, far faster
+    than the writer: copies are dropped and counted, the lcore never
+    waits) and a net_null sink, one lcore. --count ends each capture."""
+    from scapy.layers.l2 import Ether
+    from scapy.utils import wrpcap
+    from scapy.layers.inet import IP, UDP
+    frames = [bytes(Ether(src=f"02:00:00:00:00:a{i}", dst="02:00:00:00:00:02") / IP(src="10.0.0.1", dst="10.0.0.2") /
+                    UDP(sport=7, dport=9) / (bytes([i]) * 73)) for i in range(2)]
+    wrpcap(str(tmp_path / "in.pcap"), [Ether(f) for f in frames])
+    (tmp_path / "sw.toml").write_text('[switch]\npipeline = "classic"\n[classic]\nps_port = 1\nworker_ports = [0]\n'
+                                      '[[mac]]\nmac = "02:00:00:00:00:02"\nport = 1\n')
+    sock = tmp_path / "ctl.sock"
+    vdevs = [f"net_pcap0,rx_pcap={tmp_path}/in.pcap,infinite_rx=1", "net_null0,no-rx=1"]
+    sw = procs.start("switch", [binary("agq-switch"), *eal_args(unique_prefix("capp"), "0", vdevs), "--",
+                                "--config", tmp_path / "sw.toml", "--ctl-socket", sock])
+    wait_for(lambda: sock.exists() or not sw.alive(), 30, what="control socket")
+    ctl_ok(sock, "capture", "0", "rx", tmp_path / "rx.pcapng", "--count", "500")
+    ctl_ok(sock, "capture", "1", "tx", tmp_path / "tx.pcapng", "--count", "300", "--snaplen", "100")
+    rx, tx = wait_ended(sock, 0, 20), wait_ended(sock, 1, 20)
+    assert rx["state"] == "ended: count reached" and rx["written"] == 500 and rx["seen"] >= 500, rx
+    assert tx["state"] == "ended: count reached" and tx["written"] == 300, tx
+    assert sw.alive()
+    assert sw.stop() == 0, sw.output()
+    got_rx = [b for _, b in pcapng_packets(tmp_path / "rx.pcapng")]
+    got_tx = [b for _, b in pcapng_packets(tmp_path / "tx.pcapng")]
+    assert len(got_rx) == 500 and set(got_rx) <= set(frames), set(got_rx) - set(frames)
+    assert len(got_tx) == 300 and set(got_tx) <= {f[:100] for f in frames}
