@@ -16,6 +16,12 @@
 // copy of the frame per replica of the PRE group and the program's egress()
 // on each (the agq RESULT rewrite per worker), inside the timed loop.
 //
+// null is the harness alone (frame copies, decisions read back).
+// classic_ref is the implementation the fast classic program replaced (kept
+// as its reference model): every classic and l2_forward row has its "before"
+// in the same run. PipelineBurst/ rows time process_burst() over 32-packet
+// bursts (the dataplane's call); Pipeline/ rows time process() per packet.
+//
 // Counters: ns_per_pkt (every packet of the trace), ns_per_elem (time per
 // gradient element contributed: DATA packets that count x lanes per packet;
 // ACKs, resends and duplicates are overhead in it), lanes (per packet),
@@ -35,6 +41,7 @@
 #include "pipeline/agq/encoding.hpp"
 #include "pipeline/classic/classic_program.hpp"
 #include "pipeline/classic/tables.hpp"
+#include "pipeline/reference/classic_reference.hpp"
 #include "proto/agq.hpp"
 #include "proto/frame.hpp"
 #include "tna/pre.hpp"
@@ -276,28 +283,62 @@ struct PipelineUnderTest {
   std::string name;
   // A fresh program with its forwarding entries (static MAC 02:..:02 ->
   // port 2) and, for agq, every shape's job.
-  std::function<std::unique_ptr<agq::pipeline::SwitchProgram>(agq::tna::ReplicationEngine&)> make;
+  std::function<std::unique_ptr<agq::tna::Program>(agq::tna::ReplicationEngine&)> make;
   // This pipeline's traces (its wire format); l2_forward is added to every list.
   std::function<std::vector<NamedTrace>()> traces;
 };
 
+// The harness alone: a program that touches nothing and drops everything.
+// Its rows are what every other row pays for copying frames into the burst
+// buffers and reading the decisions back.
+class NullProgram final : public agq::tna::Program {
+ public:
+  std::string_view name() const override { return "null"; }
+  agq::tna::Decision process(std::span<uint8_t>, const agq::tna::IngressIntrinsicMd&) override {
+    return agq::tna::Decision::drop(0);
+  }
+  void process_burst(agq::tna::BurstPacket* pkts, unsigned n) override {
+    for (unsigned i = 0; i < n; ++i) pkts[i].decision = agq::tna::Decision::drop(0);
+  }
+  void visit_counters(const agq::tna::CounterVisitor&) const override {}
+  void clear_counters() override {}
+  void clear_state() override {}
+};
+
 std::vector<PipelineUnderTest> pipelines() {
   std::vector<PipelineUnderTest> v;
+  v.push_back({"null", [](agq::tna::ReplicationEngine&) -> std::unique_ptr<agq::tna::Program> {
+                 return std::make_unique<NullProgram>();
+               },
+               [] { return std::vector<NamedTrace>{}; }});
+  auto classic_traces = [] {
+    std::vector<NamedTrace> out;
+    for (const Shape& s : kShapes()) out.push_back({s.name, classic_trace(s)});
+    out.push_back({"worked_example", classic_worked_example()});
+    return out;
+  };
   v.push_back({"classic",
-               [](agq::tna::ReplicationEngine& pre) -> std::unique_ptr<agq::pipeline::SwitchProgram> {
+               [](agq::tna::ReplicationEngine& pre) -> std::unique_ptr<agq::tna::Program> {
                  agq::pipeline::classic::ClassicConfig cfg{0, {1, 2}, 35000};
                  auto p = std::make_unique<agq::pipeline::classic::ClassicProgram>(cfg, agq::pipeline::ForwardingConfig{}, pre);
                  p->forwarding().add_static_mac({0x02, 0, 0, 0, 0, 0x02}, 2);
                  return p;
                },
-               [] {
-                 std::vector<NamedTrace> out;
-                 for (const Shape& s : kShapes()) out.push_back({s.name, classic_trace(s)});
-                 out.push_back({"worked_example", classic_worked_example()});
-                 return out;
-               }});
+               classic_traces});
+  // The implementation the fast classic program and forwarding replaced
+  // (TNA-vocabulary registers and tables, full header decode/encode,
+  // std::unordered_map forwarding tables), timed in the same run: the
+  // "before" of every classic and l2_forward row.
+  v.push_back({"classic_ref",
+               [](agq::tna::ReplicationEngine& pre) -> std::unique_ptr<agq::tna::Program> {
+                 agq::pipeline::classic::ClassicConfig cfg{0, {1, 2}, 35000};
+                 auto p = std::make_unique<agq::pipeline::reference::ClassicReference>(cfg, agq::pipeline::ForwardingConfig{}, pre);
+                 p->forwarding().add_static_mac({0x02, 0, 0, 0, 0, 0x02}, 2);
+                 return p;
+               },
+               classic_traces});
   v.push_back({"agq",
-               [](agq::tna::ReplicationEngine& pre) -> std::unique_ptr<agq::pipeline::SwitchProgram> {
+               [](agq::tna::ReplicationEngine& pre) -> std::unique_ptr<agq::tna::Program> {
                  auto p = std::make_unique<agq::pipeline::agq::AgqProgram>(agq::pipeline::agq::AgqConfig{},
                                                                           agq::pipeline::ForwardingConfig{}, pre);
                  p->forwarding().add_static_mac({0x02, 0, 0, 0, 0, 0x02}, 2);
@@ -375,6 +416,69 @@ void run_trace(benchmark::State& state, const PipelineUnderTest& pu, const Trace
     state.counters["passes_per_pkt"] = 1.0 + double(counter(*prog, "agq_resubmits")) / double(agq_pkts);
   if (const uint64_t fb = counter(*prog, "agq_fallback"))  // the shapes are sized so that this never happens
     std::fprintf(stderr, "bench: %s: %llu sequences fell back to the PS\n", pu.name.c_str(), (unsigned long long)fb);
+}
+
+// The same replay through process_burst(), kBurst packets per call as the
+// dataplane hands them over (one rx burst): one iteration = one burst. Each
+// packet gets a fresh copy of its frame in its own buffer (the mbuf the NIC
+// would have filled), then the program sees the whole vector. Counters are
+// per packet, comparable with run_trace's.
+constexpr unsigned kBurst = 32;
+
+void run_trace_burst(benchmark::State& state, const PipelineUnderTest& pu, const Trace& trace) {
+  agq::tna::ReplicationEngine pre;
+  auto prog = pu.make(pre);
+  agq::tna::IngressIntrinsicMd md;
+  md.ingress_port = kIngress;
+  const std::vector<Frame>& frames = trace.frames;
+  const size_t n = frames.size();
+  size_t next = 0;
+  uint64_t drops = 0, out = 0;
+  const bool egress = prog->has_egress();
+  std::vector<Frame> bufs(kBurst, Frame(2048));
+  agq::tna::BurstPacket pkts[kBurst];
+  Frame r;
+  r.reserve(2048);
+  for (auto _ : state) {
+    for (unsigned i = 0; i < kBurst; ++i) {
+      const Frame& src = frames[next];
+      std::memcpy(bufs[i].data(), src.data(), src.size());
+      pkts[i].bytes = bufs[i].data();
+      pkts[i].len = uint16_t(src.size());
+      pkts[i].md = md;
+      if (++next == n) next = 0;
+    }
+    prog->process_burst(pkts, kBurst);
+    for (unsigned i = 0; i < kBurst; ++i) {
+      const agq::tna::Decision& d = pkts[i].decision;
+      switch (d.kind) {
+        case agq::tna::Decision::Kind::Drop: ++drops; break;
+        case agq::tna::Decision::Kind::Unicast: ++out; break;
+        case agq::tna::Decision::Kind::Multicast:
+          for (const agq::tna::Replica& rep : pre.members(d.group)) {
+            if (rep.port == d.exclude_port) continue;
+            ++out;
+            if (egress) {
+              r.assign(pkts[i].bytes, pkts[i].bytes + pkts[i].len);
+              prog->egress(r, rep.port, rep.rid);
+              benchmark::DoNotOptimize(r.data());
+            }
+          }
+          break;
+      }
+    }
+    benchmark::ClobberMemory();
+  }
+  const double pkts_done = double(state.iterations()) * kBurst;
+  state.SetItemsProcessed(int64_t(pkts_done));
+  state.counters["ns_per_pkt"] = benchmark::Counter(pkts_done * 1e-9, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  if (trace.elements)
+    state.counters["ns_per_elem"] = benchmark::Counter(pkts_done * double(trace.elements) / double(n) * 1e-9,
+                                                       benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["drop_frac"] = double(drops) / pkts_done;
+  state.counters["out_per_pkt"] = double(out) / pkts_done;
+  state.counters["trace_pkts"] = double(n);
+  state.counters["burst"] = kBurst;
 }
 
 const Shape kClassicShapes[] = {
@@ -481,9 +585,16 @@ void register_pipeline_benchmarks() {
   for (const auto& pu : list) {
     std::vector<NamedTrace> traces = pu.traces();
     traces.push_back({"l2_forward", l2_trace()});
-    for (auto& nt : traces)
+    for (auto& nt : traces) {
+      auto t = std::make_shared<const Trace>(std::move(nt.trace));
       benchmark::RegisterBenchmark(("Pipeline/" + pu.name + "/" + nt.name).c_str(),
-                                   [&pu, t = std::move(nt.trace)](benchmark::State& st) { run_trace(st, pu, t); });
+                                   [&pu, t](benchmark::State& st) { run_trace(st, pu, *t); });
+      // Burst rows for the pipelines whose process_burst is their own (the
+      // default loops over process(), which the row above already times).
+      if (pu.name == "classic" || pu.name == "classic_ref" || pu.name == "null")
+        benchmark::RegisterBenchmark(("PipelineBurst/" + pu.name + "/" + nt.name).c_str(),
+                                     [&pu, t](benchmark::State& st) { run_trace_burst(st, pu, *t); });
+    }
   }
 }
 

@@ -99,15 +99,23 @@ void Forwarding::learn(uint64_t src, tna::PortId port, uint64_t now_ns) {
   // could never match, since group destinations flood before dmac, and would
   // only take a slot. kNoPort (no ingress port known) is not a place to send.
   if (is_group(src) || port == tna::kNoPort) return;
-  if (MacEntry* e = dmac_.find(src)) {
-    if (e->is_static) return;  // static entries are never touched by learning
-    if (e->port != port) {
-      if (sink_) return push_digest(src, port, now_ns);  // the control plane moves it
-      e->port = port;  // the station moved (or a loop): follow it
-      ++c_.moved;
-    }
+  MacEntry* e = dmac_.find(src);
+  if (e && e->port == port && !e->is_static) {
     // The hit state ageing reads (TNA's idle timeout): this instance's own.
     e->last_seen_ns = now_ns;
+    return;
+  }
+  learn_slow(src, port, now_ns, e);
+}
+
+void Forwarding::learn_slow(uint64_t src, tna::PortId port, uint64_t now_ns, MacEntry* e) {
+  if (e) {
+    if (e->is_static) return;  // static entries are never touched by learning
+    // The station moved (or a loop).
+    if (sink_) return push_digest(src, port, now_ns);  // the control plane moves it
+    e->port = port;  // follow it
+    e->last_seen_ns = now_ns;
+    ++c_.moved;
     return;
   }
   if (sink_) return push_digest(src, port, now_ns);
@@ -154,7 +162,7 @@ Forwarding::DigestResult Forwarding::install_learned(uint64_t src, tna::PortId p
 
 // --- data plane ------------------------------------------------------------
 
-tna::Decision Forwarding::decide(Fields& f, const tna::IngressIntrinsicMd& md) {
+void Forwarding::decide(Fields& f, const tna::IngressIntrinsicMd& md, tna::Decision& out) {
   const tna::PortId in = md.ingress_port;
   if (cfg_.learning) learn(f.src, in, md.ingress_mac_tstamp_ns);
 
@@ -167,34 +175,43 @@ tna::Decision Forwarding::decide(Fields& f, const tna::IngressIntrinsicMd& md) {
       f.arp_answer = *mac;
       f.arp_answered = true;
       ++c_.arp_answered;
-      return tna::Decision::unicast(in);
+      out = tna::Decision::unicast(in);
+      return;
     }
   }
 
   // IPv4 host routes take precedence over L2, whatever the destination MAC.
   if (f.ipv4) {
-    if (const tna::PortId* out = ipv4_host_.find(f.ipv4_dst)) {
-      if (*out == in) return tna::Decision::drop(reason(DropReason::L2SamePort));
+    if (const tna::PortId* port = ipv4_host_.find(f.ipv4_dst)) {
+      if (*port == in) {
+        out = tna::Decision::drop(reason(DropReason::L2SamePort));
+        return;
+      }
       ++c_.routed;
-      return tna::Decision::unicast(*out);
+      out = tna::Decision::unicast(*port);
+      return;
     }
   }
 
   // L2.
   if (!is_group(f.dst)) {
     if (const MacEntry* e = dmac_.find(f.dst)) {
-      if (e->port == in) return tna::Decision::drop(reason(DropReason::L2SamePort));
+      if (e->port == in) {
+        out = tna::Decision::drop(reason(DropReason::L2SamePort));
+        return;
+      }
       ++c_.l2_unicast;
-      return tna::Decision::unicast(e->port);
+      out = tna::Decision::unicast(e->port);
+      return;
     }
   }
   // Broadcast, multicast, unknown unicast. Whether any port is left after
   // pruning is the PRE's business (the program turns that into L2NoPorts).
   ++c_.flooded;
-  return tna::Decision::multicast(kFloodGroup, in);
+  out = tna::Decision::multicast(kFloodGroup, in);
 }
 
-tna::Decision Forwarding::apply(uint8_t* frame, const FrameView& v, const tna::IngressIntrinsicMd& md) {
+void Forwarding::apply(uint8_t* frame, const FrameView& v, const tna::IngressIntrinsicMd& md, tna::Decision& out) {
   Fields f;
   f.dst = load_mac(frame);
   f.src = load_mac(frame + 6);
@@ -209,7 +226,7 @@ tna::Decision Forwarding::apply(uint8_t* frame, const FrameView& v, const tna::I
     f.ipv4 = true;
     f.ipv4_dst = proto::load_be32(frame + v.l3_offset + 16);
   }
-  const tna::Decision d = decide(f, md);
+  decide(f, md, out);
   if (f.arp_answered) {
     const uint64_t answer = f.arp_answer;
     // RFC 826: swap sender and target, put the answer in the sender fields,
@@ -223,7 +240,6 @@ tna::Decision Forwarding::apply(uint8_t* frame, const FrameView& v, const tna::I
     __builtin_memcpy(arp + 14, arp + 24, 4);  // spa = old tpa
     __builtin_memcpy(arp + 18, requester, 10);  // tha, tpa = requester
   }
-  return d;
 }
 
 tna::Decision Forwarding::apply(Headers& hdr, const tna::IngressIntrinsicMd& md) {
@@ -240,7 +256,8 @@ tna::Decision Forwarding::apply(Headers& hdr, const tna::IngressIntrinsicMd& md)
     f.ipv4 = true;
     f.ipv4_dst = hdr.ipv4.dst;
   }
-  const tna::Decision d = decide(f, md);
+  tna::Decision d;
+  decide(f, md, d);
   if (f.arp_answered) {
     proto::Arp& a = hdr.arp;
     const Mac mac = mac_of(f.arp_answer);

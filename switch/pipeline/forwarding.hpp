@@ -108,7 +108,15 @@ class Forwarding {
   // Decides where a non-aggregation packet goes, reading the frame at the
   // offsets parse_view() found (`v.error` must be None). May rewrite the
   // frame in place (ARP reply); nothing else is written.
-  tna::Decision apply(uint8_t* frame, const FrameView& v, const tna::IngressIntrinsicMd& md);
+  // The decision is written to `out` (the burst's slot): building the
+  // 10-byte Decision on the stack and copying it costs a store-forwarding
+  // stall per packet.
+  void apply(uint8_t* frame, const FrameView& v, const tna::IngressIntrinsicMd& md, tna::Decision& out);
+  tna::Decision apply(uint8_t* frame, const FrameView& v, const tna::IngressIntrinsicMd& md) {
+    tna::Decision d;
+    apply(frame, v, md, d);
+    return d;
+  }
   // The same for a program that works on parsed Headers (the TNA-model agq
   // program): rewrites `hdr` for an ARP reply; the program deparses after.
   tna::Decision apply(Headers& hdr, const tna::IngressIntrinsicMd& md);
@@ -158,8 +166,12 @@ class Forwarding {
   };
   // The forwarding control proper; on a proxied ARP request it sets
   // f.arp_answer* and the caller rewrites the frame or the headers.
-  tna::Decision decide(Fields& f, const tna::IngressIntrinsicMd& md);
-  void learn(uint64_t src, tna::PortId port, uint64_t now_ns);
+  // Inlined into both apply()s (defined in forwarding.cpp, the only user).
+  [[gnu::always_inline]] inline void decide(Fields& f, const tna::IngressIntrinsicMd& md, tna::Decision& out);
+  // Learning: the common case (a known station on its port) refreshes the
+  // hit state inline; everything else takes learn_slow().
+  [[gnu::always_inline]] inline void learn(uint64_t src, tna::PortId port, uint64_t now_ns);
+  void learn_slow(uint64_t src, tna::PortId port, uint64_t now_ns, MacEntry* e);
   DigestResult install_learned(uint64_t src, tna::PortId port, uint64_t now_ns);
   // Digest mode: reports (src, port) unless the filter says it was reported
   // less than kDigestRepeatNs ago.

@@ -118,13 +118,15 @@ struct ClassicProgram::Impl {
   }
 
   PassResult ingress(const AgqFields& in, uint32_t* data);
-  tna::Decision agq(uint8_t* payload, const tna::IngressIntrinsicMd& md);
-  tna::Decision run(uint8_t* bytes, const FrameView& v, Forwarding& fwd, const tna::IngressIntrinsicMd& md);
+  // Both write the decision to `out` (the burst's slot) rather than return
+  // it: see Forwarding::apply.
+  void agq(uint8_t* payload, const tna::IngressIntrinsicMd& md, tna::Decision& out);
+  void run(uint8_t* bytes, const FrameView& v, Forwarding& fwd, const tna::IngressIntrinsicMd& md,
+           tna::Decision& out);
   void prefetch(const uint8_t* bytes, const FrameView& v, const Forwarding& fwd) const;
 
-  tna::Decision count(tna::Decision d) {
+  void count(const tna::Decision& d) {
     if (d.kind == tna::Decision::Kind::Drop && d.drop_reason < kDropReasons) ++drops[d.drop_reason];
-    return d;
   }
 
   uint32_t capacity;
@@ -264,7 +266,7 @@ PassResult ClassicProgram::Impl::ingress(const AgqFields& in, uint32_t* data) {
   return r;
 }
 
-tna::Decision ClassicProgram::Impl::agq(uint8_t* payload, const tna::IngressIntrinsicMd& md) {
+void ClassicProgram::Impl::agq(uint8_t* payload, const tna::IngressIntrinsicMd& md, tna::Decision& out) {
   ++agq_packets;
   const AgqFields in = read_fields(payload);
   uint32_t original[kLanes];
@@ -282,33 +284,39 @@ tna::Decision ClassicProgram::Impl::agq(uint8_t* payload, const tna::IngressIntr
       continue;
     }
     // The traffic manager.
-    if (r.drop_ctl) return tna::Decision::drop(uint16_t(r.drop_reason));
+    if (r.drop_ctl) {
+      out = tna::Decision::drop(uint16_t(r.drop_reason));
+      return;
+    }
     const InaForward& f = ina_send_or_drop[r.ina_action];
-    tna::Decision d;
     switch (f.kind) {
-      case InaForward::Kind::SendBack: d = tna::Decision::unicast(md.ingress_port); break;
-      case InaForward::Kind::Send: d = tna::Decision::unicast(f.port); break;
-      case InaForward::Kind::Multicast: d = tna::Decision::multicast(f.mcast_grp); break;
+      case InaForward::Kind::SendBack: out = tna::Decision::unicast(md.ingress_port); break;
+      case InaForward::Kind::Send: out = tna::Decision::unicast(f.port); break;
+      case InaForward::Kind::Multicast: out = tna::Decision::multicast(f.mcast_grp); break;
       case InaForward::Kind::Drop: break;  // drop_ctl, handled above
     }
-    if (d.kind == tna::Decision::Kind::Unicast && d.port == tna::kNoPort)
-      return tna::Decision::drop(uint16_t(DropReason::None));  // no port assigned
-    if (d.kind == tna::Decision::Kind::Multicast && d.group == 0)
-      return tna::Decision::drop(uint16_t(DropReason::None));
+    if ((out.kind == tna::Decision::Kind::Unicast && out.port == tna::kNoPort) ||
+        (out.kind == tna::Decision::Kind::Multicast && out.group == 0)) {
+      out = tna::Decision::drop(uint16_t(DropReason::None));  // no port assigned
+      return;
+    }
     // The deparser: only data0..3 can have changed.
     for (int k = 0; k < kLanes; ++k) proto::store_be32(payload + kOffData + 4 * k, data[k]);
-    return d;
+    return;
   }
 }
 
-tna::Decision ClassicProgram::Impl::run(uint8_t* bytes, const FrameView& v, Forwarding& fwd,
-                                        const tna::IngressIntrinsicMd& md) {
+void ClassicProgram::Impl::run(uint8_t* bytes, const FrameView& v, Forwarding& fwd,
+                               const tna::IngressIntrinsicMd& md, tna::Decision& out) {
   if (v.error != ParserError::None) {
     ++parser_errors;
-    return count(tna::Decision::drop(uint16_t(DropReason::ParserError)));
+    out = tna::Decision::drop(uint16_t(DropReason::ParserError));
+  } else if (!v.agq_classic_valid) {
+    fwd.apply(bytes, v, md, out);
+  } else {
+    agq(bytes + v.payload_offset, md, out);
   }
-  if (!v.agq_classic_valid) return count(fwd.apply(bytes, v, md));
-  return count(agq(bytes + v.payload_offset, md));
+  count(out);
 }
 
 void ClassicProgram::Impl::prefetch(const uint8_t* bytes, const FrameView& v, const Forwarding& fwd) const {
@@ -329,7 +337,9 @@ ClassicProgram::~ClassicProgram() = default;
 tna::Decision ClassicProgram::process(std::span<uint8_t> bytes, const tna::IngressIntrinsicMd& md) {
   FrameView v;
   parse_view(bytes.data(), bytes.size(), v);
-  return impl_->run(bytes.data(), v, forwarding(), md);
+  tna::Decision d;
+  impl_->run(bytes.data(), v, forwarding(), md, d);
+  return d;
 }
 
 void ClassicProgram::process_burst(tna::BurstPacket* pkts, unsigned n) {
@@ -350,7 +360,7 @@ void ClassicProgram::process_burst(tna::BurstPacket* pkts, unsigned n) {
     }
     // Stage 2: the pipeline, in arrival order (every register sees the
     // packets in the order they came, as on Tofino).
-    for (unsigned i = 0; i < m; ++i) b[i].decision = s.run(b[i].bytes, views[i], forwarding(), b[i].md);
+    for (unsigned i = 0; i < m; ++i) s.run(b[i].bytes, views[i], forwarding(), b[i].md, b[i].decision);
   }
 }
 
