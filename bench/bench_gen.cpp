@@ -35,7 +35,7 @@
 // use of each slot, so every sequence allocates (2 passes), aggregates and
 // ends in a RESULT multicast to the N workers (N replicas back on the
 // stream's port). Latency for agq: DATA carries the low 32 bits of the TSC
-// in `seq` and a magic number in `reserved`, which the switch echoes in the
+// in `seq` and a magic number in `epoch` (bench/run.py fixes the switch's epoch to it), echoed in the
 // RESULT (made from the completing DATA), so a sample is: the completing
 // contribution's tx burst -> its RESULT replica's rx burst.
 #include <rte_cycles.h>
@@ -91,7 +91,7 @@ agq::proto::UdpFrameSpec spec(unsigned stream) {
 }
 
 // Where the stamp lives: UDP payload +20 for l2, AGQ data4 for classic;
-// agq: seq (32-bit TSC) and reserved (16-bit magic) of the agq header.
+// agq: seq (32-bit TSC) and epoch (16-bit magic = the switch's fixed epoch) of the agq header.
 constexpr int kPayloadOff = 14 + 20 + 8;
 constexpr int kStampOffL2 = kPayloadOff + 20;
 constexpr int kStampOffAgq = kPayloadOff + 4 + 4 * 4;

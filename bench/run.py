@@ -259,7 +259,11 @@ class Bench:
 
     def config(self, name: str, section: str, extra: str = "", pipeline: str = "classic") -> Path:
         f = self.work / f"{name}.toml"
-        f.write_text(f'[switch]\npipeline = "{pipeline}"\n' + section + extra)
+        # agq: the boot epoch (PROTOCOL §11, at the old `reserved` offset of
+        # every RESULT) fixed to the bytes of bench_gen's latency magic 0xBE4C
+        # as it stores it (little-endian memcpy: wire 4C BE = 19646).
+        epoch = "epoch = 19646\n" if pipeline == "agq" else ""
+        f.write_text(f'[switch]\npipeline = "{pipeline}"\n' + epoch + section + extra)
         return f
 
     def run_pcap_switch(self, traffic: str, lcores: int, pcaps: dict, seconds: float) -> float | None:

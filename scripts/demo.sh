@@ -36,10 +36,13 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# The switch keeps DPDK telemetry (dpdk-telemetry.py -f <its prefix>: /agq/...);
+# the workers do not need it.
+tel() { [ "$1" = sw ] || echo --no-telemetry; }
 eal() {  # eal PREFIX LCORE VDEV... : EAL flags for a NIC-less, hugepage-less machine
   local prefix=$1 lcore=$2
   shift 2
-  echo --no-huge -m 256 --no-pci -l "$lcore" --file-prefix "agqdemo$$$prefix" --log-level=warning --no-telemetry "$@"
+  echo --no-huge -m 256 --no-pci -l "$lcore" --file-prefix "agqdemo$$$prefix" --log-level=warning $(tel "$prefix") "$@"
 }
 memif() { echo "--vdev=net_memif$1,role=$2,id=0,socket=$tmp/m$3.sock,socket-abstract=no"; }
 

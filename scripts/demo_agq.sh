@@ -37,10 +37,13 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# The switch keeps DPDK telemetry (dpdk-telemetry.py -f <its prefix>: /agq/...);
+# the workers do not need it.
+tel() { [ "$1" = sw ] || echo --no-telemetry; }
 eal() {  # eal PREFIX LCORE VDEV...
   local prefix=$1 lcore=$2
   shift 2
-  echo --no-huge -m 128 --no-pci -l "$lcore" --file-prefix "agqdq$$$prefix" --log-level=warning --no-telemetry "$@"
+  echo --no-huge -m 128 --no-pci -l "$lcore" --file-prefix "agqdq$$$prefix" --log-level=warning $(tel "$prefix") "$@"
 }
 memif() { echo "--vdev=net_memif$1,role=$2,id=0,socket=$tmp/m$3.sock,socket-abstract=no"; }
 # lib/agq_wire.cpp's default identities: 10.(128|jh).jl.host, 02:00:01:jh:jl:host
@@ -118,6 +121,8 @@ echo "== parameter servers (fallback)"
 cat "$tmp/ps1.out" "$tmp/ps2.out"
 echo "== switch counters (agqctl counters)"
 "$build/switch/agqctl" --socket "$tmp/ctl.sock" counters | grep -E '^(agq_|drops_agq|dp\.sim_drops)' | awk '$2 != 0' || true
+echo "== the jobs through DPDK telemetry (echo /agq/jobs | dpdk-telemetry.py -f agqdq$$sw)"
+echo /agq/jobs | dpdk-telemetry.py -f "agqdq$$sw" 2>/dev/null || echo "(dpdk-telemetry.py not available)"
 if [ "$rc" -eq 0 ]; then
   echo "== demo: two jobs, every RESULT verified bit for bit against sum(u_i >> d); widths adapted per round"
 else

@@ -6,9 +6,11 @@ set -euo pipefail
 PKGS=(
   build-essential g++ cmake ninja-build pkg-config
   libdpdk-dev dpdk dpdk-dev libnuma-dev libbsd-dev libcli11-dev libtomlplusplus-dev
+  nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-scapy python3-pytest python3-numpy python3-matplotlib openmpi-bin libopenmpi-dev
-  tcpdump iproute2 procps iputils-ping arping
+  tcpdump tshark tmux iproute2 procps iputils-ping arping
+  pybind11-dev python3-torch   # libagq's Python module and the DDP hook (workers/python, tests/torch)
 )
 
 missing=()

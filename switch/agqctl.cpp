@@ -15,10 +15,12 @@ int main(int argc, char** argv) {
   app.add_option("--socket", socket, "control socket of the switch (its --ctl-socket)")
       ->envname("AGQ_CTL_SOCKET")
       ->capture_default_str();
+  bool json = false;
+  app.add_flag("--json", json, "data as JSON (the same as ending the command with --json)");
   // Everything from the first positional word on is the command, passed
   // through untouched (so "dump 3 -1" reaches the switch's own checks).
   app.prefix_command();
-  app.footer("COMMAND... e.g.: ports | counters | dump 0 4 | route add 10.2.2.1 1 | mac list | help");
+  app.footer("COMMAND... e.g.: ports | counters | dump 0 4 | route add 10.2.2.1 1 | mac list | job get 1 --json | help");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -38,6 +40,7 @@ int main(int argc, char** argv) {
   }
   std::string line;
   for (const auto& w : words) line += (line.empty() ? "" : " ") + w;
+  if (json && words.back() != "--json") line += " --json";
 
   try {
     const agq::control::CtlReply r = agq::control::ctl_request(socket, line);

@@ -2,8 +2,9 @@
 //
 // Start-up order, and why: EAL first (it owns argv up to `--` and probes the
 // ports); then the flags and the configuration, checked against the probed
-// port count before anything is started; then the program, its tables and
-// the PRE; then the ports, the control socket and finally the lcores. Any
+// port count before anything is started; then one program instance per
+// lcore, each with its tables and its PRE; then the ports, the control socket
+// and finally the lcores. Any
 // failure before traffic flows prints one message and exits non-zero with
 // nothing left started or bound: the RAII objects of run_switch() unwind
 // (socket, lcores' buffers, ports) before rte_eal_cleanup.
@@ -19,6 +20,7 @@
 #include <pthread.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -35,6 +37,7 @@
 #include "dataplane/rate_reporter.hpp"
 #include "dataplane/switch_dataplane.hpp"
 #include "dataplane/switch_view.hpp"
+#include "observe/telemetry.hpp"
 #include "pipeline/forwarding.hpp"
 
 namespace {
@@ -63,6 +66,7 @@ struct Flags {
   std::string ctl_socket;
   uint32_t idle_sleep_us = 100;
   uint16_t burst = 32;
+  uint16_t memif_queues = 1;
   double stats_interval = 0;
   bool quiet = false;
 };
@@ -73,15 +77,16 @@ above. Ports are numbered in the order DPDK probes them: --vdev order for
 virtual devices. Without a NIC and without hugepages, for example:
 
   agq-switch --no-huge -m 256 --no-pci -l 0 --file-prefix sw \
-      --log-level=warning --no-telemetry \
+      --log-level=warning \
       --vdev=net_memif0,role=server,id=0,socket=/tmp/agq0.sock,socket-abstract=no \
       --vdev=net_memif1,role=server,id=0,socket=/tmp/agq1.sock,socket-abstract=no \
       -- --config conf/classic.toml --ctl-socket /tmp/agq.ctl --stats-interval 1
 
 Replay a capture instead: --vdev=net_pcap0,rx_pcap=in.pcap,tx_pcap=out0.pcap
-Every lcore given to -l runs the dataplane. Stop with Ctrl-C (SIGINT) or
+Every lcore given to -l runs the dataplane with its own program instance. Stop with Ctrl-C (SIGINT) or
 SIGTERM: the final counters and per-port statistics are printed.
-Query a running switch: agqctl --socket /tmp/agq.ctl counters
+Query a running switch: agqctl --socket /tmp/agq.ctl counters [--json]
+or with DPDK's telemetry client: dpdk-telemetry.py -f sw   (then /agq/counters)
 EAL's own options: agq-switch --help -- (or see the DPDK EAL documentation).
 Exit codes: 0 stopped by a signal, 1 configuration/port/start-up error,
 2 bad command line.)";
@@ -102,6 +107,12 @@ void define_flags(CLI::App& app, Flags& f) {
   app.add_option("--burst", f.burst, "rx burst and tx batch size")
       ->capture_default_str()
       ->check(CLI::Range(1, int(agq::dataplane::SwitchDataplane::kMaxBurst)));
+  app.add_option("--memif-queues", f.memif_queues,
+                 "queue pairs of every memif port; each client must connect with exactly this many rings "
+                 "(DPDK's memif server cannot tell how many a client chose). The lcore count steers traffic "
+                 "to its owner lcore by ring; 1 = one ring and the software hand-off")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 255));
   app.add_option("--stats-interval", f.stats_interval,
                  "print a one-line rate summary every S seconds; 0 = never")
       ->capture_default_str()
@@ -122,19 +133,23 @@ bool app_help_requested(int argc, char** argv) {
 }
 
 void print_banner(const agq::dataplane::Ports& ports, const agq::dataplane::SwitchDataplane& dp,
-                  const agq::control::SwitchConfig& cfg, const std::string& socket) {
-  std::printf("agq-switch: pipeline %s, config %s, control socket %s\n", cfg.pipeline.c_str(),
-              cfg.path.c_str(), socket.c_str());
+                  const agq::control::SwitchConfig& cfg, const std::string& socket, uint16_t epoch) {
+  std::printf("agq-switch: pipeline %s, config %s, control socket %s, %u lcore%s, boot epoch %u (0x%04x)\n",
+              cfg.pipeline.c_str(), cfg.path.c_str(), socket.c_str(), dp.lcore_count(),
+              dp.lcore_count() == 1 ? "" : "s", unsigned(epoch), unsigned(epoch));
   for (uint16_t p = 0; p < ports.count(); ++p) {
     const auto& i = ports.info(p);
-    std::printf("  port %u: %s (%s), %u tx queue%s%s\n", unsigned(p), i.name.c_str(), i.driver.c_str(),
-                unsigned(i.tx_queues), i.tx_queues == 1 ? "" : "s",
-                i.tx_shared && dp.lcore_count() > 1 ? ", shared by the lcores under a lock" : "");
+    std::string tx;
+    if (i.tx_shared && dp.lcore_count() > 1)
+      tx = ", tx queue 0 owned by lcore index " + std::to_string(ports.tx_owner(p)) + " (the others hand off)";
+    std::printf("  port %u: %s (%s), %u rx / %u tx queue%s, steering %s%s\n", unsigned(p), i.name.c_str(),
+                i.driver.c_str(), unsigned(i.rx_queues), unsigned(i.tx_queues), i.tx_queues == 1 ? "" : "s",
+                i.steering.c_str(), tx.c_str());
   }
   for (const auto& [lcore, rx] : dp.rx_assignment()) {
     std::printf("  lcore %u polls:", lcore);
-    if (rx.empty()) std::printf(" nothing (more lcores than ports)");
-    for (uint16_t p : rx) std::printf(" port %u", unsigned(p));
+    if (rx.empty()) std::printf(" no rx queue (processes hand-offs only)");
+    for (const auto& q : rx) std::printf(" port %u/q%u", unsigned(q.port), unsigned(q.queue));
     std::printf("\n");
   }
   std::fflush(stdout);
@@ -145,9 +160,9 @@ void print_banner(const agq::dataplane::Ports& ports, const agq::dataplane::Swit
 int run_switch(const Flags& f) {
   using namespace agq;
   control::SwitchConfig cfg;
-  tna::ReplicationEngine pre;
-  std::unique_ptr<pipeline::SwitchProgram> prog;
+  std::vector<std::unique_ptr<control::Pipe>> instances;
   const uint16_t nports = rte_eth_dev_count_avail();
+  const unsigned lcores = rte_lcore_count();
   try {
     cfg = control::load_config(f.config);
     if (nports == 0) {
@@ -158,23 +173,36 @@ int run_switch(const Flags& f) {
       return 1;
     }
     control::check_ports(cfg, nports);
-    prog = control::make_program(cfg, pre);
-    control::install_entries(cfg, *prog);
+    // One independent instance per lcore (shared-nothing, like Tofino's
+    // pipes), all built from the same configuration.
+    for (unsigned i = 0; i < lcores; ++i) {
+      auto pipe = std::make_unique<control::Pipe>();
+      pipe->prog = control::make_program(cfg, pipe->pre);
+      control::install_entries(cfg, *pipe->prog);
+      // Floods (broadcast, unknown unicast) go to every port but the ingress one.
+      std::vector<tna::PortId> all(nports);
+      for (uint16_t p = 0; p < nports; ++p) all[p] = p;
+      pipe->pre.set_group(pipeline::Forwarding::kFloodGroup, all);
+      instances.push_back(std::move(pipe));
+    }
   } catch (const control::ConfigError& e) {
     std::fprintf(stderr, "agq-switch: %s\n", e.what());
     return 1;
   }
-  // Floods (broadcast, unknown unicast) go to every port but the ingress one.
-  std::vector<tna::PortId> all(nports);
-  for (uint16_t p = 0; p < nports; ++p) all[p] = p;
-  pre.set_group(pipeline::Forwarding::kFloodGroup, all);
+  // The boot epoch (docs/PROTOCOL.md section 11): load_config picked it
+  // ([switch] epoch, else random and nonzero); install_entries set it on
+  // every instance.
+  const uint16_t epoch = cfg.epoch;
+  control::Pipes pipes(std::move(instances));
+  pipes.set_epoch_value(epoch);
 
   const std::string socket = !f.ctl_socket.empty()   ? f.ctl_socket
                              : !cfg.ctl_socket.empty() ? cfg.ctl_socket
                                                        : control::kDefaultCtlSocket;
   dataplane::PortOptions popt;
-  popt.lcores = rte_lcore_count();
+  popt.lcores = lcores;
   popt.burst = f.burst;
+  popt.memif_queues = f.memif_queues;
   popt.cancel = &g_stop;  // Ctrl-C while memif clients wait for their server
   dataplane::LoopOptions lopt;
   lopt.burst = f.burst;
@@ -184,20 +212,24 @@ int run_switch(const Flags& f) {
   std::unique_ptr<dataplane::SwitchDataplane> dp;
   try {
     ports = std::make_unique<dataplane::Ports>(popt);
-    dp = std::make_unique<dataplane::SwitchDataplane>(*ports, *prog, pre, lopt);
+    dp = std::make_unique<dataplane::SwitchDataplane>(*ports, pipes, lopt);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "agq-switch: %s\n", e.what());
     return 1;
   }
-  dataplane::SwitchView view(*ports, *dp);
-  control::ControlPlane cp(*prog, view, socket);
+  dataplane::SwitchView view(*ports, *dp, epoch);
+  // From here on every control-plane access to an instance runs on its lcore
+  // (or directly while the lcores do not poll).
+  pipes.set_executor(&dp->commands());
+  control::ControlPlane cp(pipes, view, socket);
   try {
     cp.start();
+    observe::register_telemetry(socket);  // /agq/... answered through the socket just opened
   } catch (const std::exception& e) {
     std::fprintf(stderr, "agq-switch: %s\n", e.what());  // names the socket itself
     return 1;
   }
-  if (!f.quiet) print_banner(*ports, *dp, cfg, socket);
+  if (!f.quiet) print_banner(*ports, *dp, cfg, socket, epoch);
 
   // From here on traffic flows; a failing control thread stops the switch
   // (exit 1): a switch nobody can configure or stop by socket is not healthy.
@@ -230,6 +262,7 @@ int run_switch(const Flags& f) {
                 dataplane::format_port_stats(view.port_stats()).c_str());
     std::fflush(stdout);
   }
+  pipes.set_executor(nullptr);  // the lcores are gone
   return ctl_failed.load() ? 1 : 0;  // then dp, ports: buffers freed, ports stopped and closed
 }
 

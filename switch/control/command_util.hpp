@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "control/columns.hpp"
 #include "control/control_plane.hpp"
 #include "pipeline/switch_program.hpp"
 #include "tna/intrinsic.hpp"
@@ -25,44 +26,26 @@ inline void check_arg_count(const std::vector<std::string>& w, size_t lo, size_t
     throw CommandError{w.size() < lo ? "missing arguments" : "too many arguments", usage};
 }
 
+// Removes a trailing "--json" from `w`; true if it was there.
+inline bool take_json_flag(std::vector<std::string>& w) {
+  if (w.size() < 2 || w.back() != "--json") return false;
+  w.pop_back();
+  return true;
+}
+
 // A port number that exists on the running switch, else CommandError.
 tna::PortId existing_port(DataplaneView& dp, const std::string& s, const char* usage);
 
-// Left-aligned columns separated by two spaces; the first row is the header.
-class Columns {
- public:
-  void row(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
-  std::string render() const {
-    std::vector<size_t> width;
-    for (const auto& r : rows_)
-      for (size_t i = 0; i < r.size(); ++i) {
-        if (width.size() <= i) width.push_back(0);
-        width[i] = std::max(width[i], r[i].size());
-      }
-    std::string out;
-    for (const auto& r : rows_) {
-      std::string line;
-      for (size_t i = 0; i < r.size(); ++i) {
-        line += r[i];
-        if (i + 1 < r.size()) line += std::string(width[i] - r[i].size() + 2, ' ');
-      }
-      out += line + "\n";
-    }
-    return out;
-  }
-
- private:
-  std::vector<std::vector<std::string>> rows_;
-};
-
 // The agq job commands ('job list|add|del', commands_agq.cpp).
-std::string job_command(pipeline::SwitchProgram& prog, DataplaneView& dp, const std::vector<std::string>& w);
+// `json`: the command line carried --json (data as JSON, control/json.hpp).
+std::string job_command(Pipes& pipes, DataplaneView& dp, const std::vector<std::string>& w, bool json);
 // The drop simulator commands ('drop <port> <rx|tx> <p>|list|clear', commands_drop.cpp).
-std::string drop_command(DataplaneView& dp, const std::vector<std::string>& w);
+std::string drop_command(DataplaneView& dp, const std::vector<std::string>& w, bool json = false);
 
 inline constexpr const char* kUsageJob =
     "job list | job del <id> | job add <id> workers=<n> slots=<s> rows=<r> [delivery=multicast|ps] "
-    "[ps=<port>,<ip>,<mac>] [max_width=<bits>] worker=<id>,<port>,<ip>,<mac> ...";
+    "[ps=<port>,<ip>,<mac>] [max_width=<bits>] [lanes=32|16] worker=<id>,<port>,<ip>,<mac> ...";
+inline constexpr const char* kUsageJobGet = "job get <id> [--json] | job reset <id>";
 inline constexpr const char* kUsageDrop = "drop <port> <rx|tx> <probability 0..1> | drop list | drop clear";
 
 }  // namespace agq::control

@@ -1,12 +1,12 @@
 // The control-socket command interpreter (ControlPlane::execute). Each
-// command parses its arguments strictly, takes prog.lock() only around the
-// program access itself (the dataplane waits on that lock), and answers
+// command parses its arguments strictly, reaches the program instances only
+// through Pipes (a change runs on every lcore's instance between two bursts,
+// a read on one instance; pipes.hpp), and answers
 // "ok\n<body>" or "error: <message>\nusage: <its usage>\n".
 #include <algorithm>
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
-#include <mutex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -58,13 +58,26 @@ constexpr const char* kHelp =
     "arp del <ip>                remove it\n"
     "arp list                    list the ARP proxy entries\n"
     "job list                    list the agq jobs (in 'job add' syntax)\n"
+    "job get <id>                the job as its workers need it (PROTOCOL.md section 12)\n"
+    "job reset <id>              zero the job's slots and rows (a restarted job starts clean)\n"
     "job add <id> workers=<n> slots=<s> rows=<r> [delivery=multicast|ps]\n"
-    "        [ps=<port>,<ip>,<mac>] [max_width=<bits>] worker=<id>,<port>,<ip>,<mac> ...\n"
+    "        [ps=<port>,<ip>,<mac>] [max_width=<bits>] [lanes=32|16] worker=<id>,<port>,<ip>,<mac> ...\n"
     "                            register an agq job (pipeline agq)\n"
     "job del <id>                remove it and clear its registers\n"
     "drop <port> <rx|tx> <p>     drop simulator: drop packets with probability p (0..1)\n"
     "drop list                   drop probabilities and simulated drops per port\n"
-    "drop clear                  set every drop probability to 0\n";
+    "drop clear                  set every drop probability to 0\n"
+    "Commands that print data print JSON instead when the line ends with --json.\n";
+
+// 'counters --json': the "name value" lines of format_counters() (the one
+// place that reads them) as one object.
+Json counters_json(const std::string& text) {
+  Json j = Json::object();
+  std::istringstream in(text);
+  std::string name;
+  for (uint64_t v; in >> name >> v;) j[name] = v;
+  return j;
+}
 
 std::vector<std::string> split(const std::string& line) {
   std::istringstream in(line);
@@ -81,9 +94,10 @@ uint64_t now_ns() {
 
 class Interpreter {
  public:
-  Interpreter(pipeline::SwitchProgram& prog, DataplaneView& dp) : prog_(prog), dp_(dp) {}
+  Interpreter(Pipes& pipes, DataplaneView& dp) : pipes_(pipes), dp_(dp) {}
 
-  std::string run(const std::vector<std::string>& w, ControlPlane& cp) {
+  std::string run(std::vector<std::string> w, ControlPlane& cp) {
+    json_ = take_json_flag(w);
     const std::string& cmd = w[0];
     if (cmd == "help") {
       args(w, 1, 1, "help");
@@ -95,15 +109,15 @@ class Interpreter {
     }
     if (cmd == "counters") {
       args(w, 1, 1, "counters");
-      return cp.format_counters();
+      return json_ ? counters_json(cp.format_counters()).dump() + "\n" : cp.format_counters();
     }
     if (cmd == "clear") return clear(w);
     if (cmd == "dump") return dump(w);
     if (cmd == "route") return route(w);
     if (cmd == "mac") return mac(w);
     if (cmd == "arp") return arp(w);
-    if (cmd == "job") return job_command(prog_, dp_, w);
-    if (cmd == "drop") return drop_command(dp_, w);
+    if (cmd == "job") return job_command(pipes_, dp_, w, json_);
+    if (cmd == "drop") return drop_command(dp_, w, json_);
     throw CommandError{"unknown command '" + cmd + "' (try 'help')", ""};
   }
 
@@ -131,20 +145,17 @@ class Interpreter {
     t.row({"port", "name", "mac", "link", "rx_packets", "rx_bytes", "tx_packets", "tx_bytes", "rx_dropped",
            "tx_dropped"});
     for (const auto& r : dp_.port_stats())
-      t.row({std::to_string(r.id), r.name, r.mac, r.link_up ? "up" : "down", std::to_string(r.rx_packets),
-             std::to_string(r.rx_bytes), std::to_string(r.tx_packets), std::to_string(r.tx_bytes),
-             std::to_string(r.rx_dropped), std::to_string(r.tx_dropped)});
-    return t.render();
+      t.row({r.id, r.name, r.mac, r.link_up ? "up" : "down", r.rx_packets, r.rx_bytes, r.tx_packets, r.tx_bytes,
+             r.rx_dropped, r.tx_dropped});
+    return t.output(json_);
   }
 
   std::string clear(const std::vector<std::string>& w) {
     args(w, 2, 2, kUsageClear);
     if (w[1] == "counters") {
-      std::lock_guard g(prog_.lock());
-      prog_.clear_counters();
+      pipes_.all([](pipeline::SwitchProgram& p) { p.clear_counters(); });
     } else if (w[1] == "state") {
-      std::lock_guard g(prog_.lock());
-      prog_.clear_state();
+      pipes_.all([](pipeline::SwitchProgram& p) { p.clear_state(); });
     } else if (w[1] == "ports") {
       dp_.clear_port_stats();
     } else {
@@ -155,11 +166,7 @@ class Interpreter {
 
   std::string dump(const std::vector<std::string>& w) {
     args(w, 2, 3, kUsageDump);
-    uint32_t total;
-    {
-      std::lock_guard g(prog_.lock());
-      total = prog_.aggregator_count();
-    }
+    const uint32_t total = pipes_.on(0, [](pipeline::SwitchProgram& p) { return p.aggregator_count(); });
     auto first = parse_uint(w[1]);
     if (!first) throw CommandError{"'" + w[1] + "' is not an aggregator index", kUsageDump};
     if (*first >= total)
@@ -176,11 +183,18 @@ class Interpreter {
       count = std::min<uint64_t>(*c, total - *first);  // a range past the end is cut, not refused
     }
     std::string out;
+    Json all = Json::array();
     for (uint64_t i = *first; i < *first + count; ++i) {
-      pipeline::SwitchProgram::NamedCells cells;
-      {  // one aggregator per lock hold: the dataplane is never stalled for a whole dump
-        std::lock_guard g(prog_.lock());
-        cells = prog_.dump_aggregator(uint32_t(i));
+      // Registers are read on the lcore that owns the aggregator's shard, one
+      // aggregator per command: the lcore is never held for a whole dump.
+      const uint32_t shard = pipes_.on(0, [&](pipeline::SwitchProgram& p) { return p.aggregator_shard(uint32_t(i)); });
+      const auto cells = pipes_.on(pipes_.owner(shard),
+                                   [&](pipeline::SwitchProgram& p) { return p.dump_aggregator(uint32_t(i)); });
+      if (json_) {
+        Json c = Json::object();
+        for (const auto& [name, v] : cells) c[name] = v;
+        all.push_back(Json{{"aggregator", i}, {"cells", std::move(c)}});
+        continue;
       }
       out += "aggregator " + std::to_string(i) + "\n";
       Columns t;
@@ -191,43 +205,44 @@ class Interpreter {
       }
       out += t.render();
     }
-    return out;
+    return json_ ? all.dump() + "\n" : out;
   }
 
   std::string route(const std::vector<std::string>& w) {
     args(w, 2, 4, kUsageRoute);
-    auto& fwd = prog_.forwarding();
     if (w[1] == "list") {
       args(w, 2, 2, kUsageRoute);
       std::vector<std::pair<uint32_t, tna::PortId>> rows;
-      {
-        std::lock_guard g(prog_.lock());
-        fwd.for_each_route([&](uint32_t ip, tna::PortId p) { rows.emplace_back(ip, p); });
-      }
+      pipes_.on(0, [&](pipeline::SwitchProgram& prog) {
+        prog.forwarding().for_each_route([&](uint32_t ip, tna::PortId p) { rows.emplace_back(ip, p); });
+      });
       std::sort(rows.begin(), rows.end());
       Columns t;
       t.row({"ip", "port"});
-      for (auto [ip, p] : rows) t.row({proto::ipv4_to_string(ip), std::to_string(p)});
-      return t.render();
+      for (auto [ip, p] : rows) t.row({proto::ipv4_to_string(ip), p});
+      return t.output(json_);
     }
     if (w[1] == "add") {
       args(w, 4, 4, kUsageRoute);
       const uint32_t ip = ip_arg(w[2], kUsageRoute);
       const tna::PortId port = port_arg(w[3], kUsageRoute);
-      std::lock_guard g(prog_.lock());
-      if (fwd.add_route(ip, port)) return "";
+      if (pipes_.all([&](pipeline::SwitchProgram& p) { return p.forwarding().add_route(ip, port); })) return "";
       int existing = -1;
-      fwd.for_each_route([&](uint32_t k, tna::PortId p) { if (k == ip) existing = p; });
+      std::size_t capacity = 0;
+      pipes_.on(0, [&](pipeline::SwitchProgram& prog) {  // why it was refused
+        prog.forwarding().for_each_route([&](uint32_t k, tna::PortId p) { if (k == ip) existing = p; });
+        capacity = prog.forwarding().config().route_capacity;
+      });
       if (existing >= 0)
         throw CommandError{"a route for " + w[2] + " exists (port " + std::to_string(existing) +
                                "); 'route del " + w[2] + "' first", ""};
-      throw CommandError{"route table full (" + std::to_string(fwd.config().route_capacity) + " entries)", ""};
+      throw CommandError{"route table full (" + std::to_string(capacity) + " entries)", ""};
     }
     if (w[1] == "del") {
       args(w, 3, 3, kUsageRoute);
       const uint32_t ip = ip_arg(w[2], kUsageRoute);
-      std::lock_guard g(prog_.lock());
-      if (!fwd.remove_route(ip)) throw CommandError{"no route for " + w[2], ""};
+      if (!pipes_.all([&](pipeline::SwitchProgram& p) { return p.forwarding().remove_route(ip); }))
+        throw CommandError{"no route for " + w[2], ""};
       return "";
     }
     throw CommandError{"unknown route subcommand '" + w[1] + "'", kUsageRoute};
@@ -235,45 +250,46 @@ class Interpreter {
 
   std::string mac(const std::vector<std::string>& w) {
     args(w, 2, 4, kUsageMac);
-    auto& fwd = prog_.forwarding();
     using Entry = pipeline::Forwarding::MacEntry;
     if (w[1] == "list") {
       args(w, 2, 2, kUsageMac);
       std::vector<std::pair<proto::Mac, Entry>> rows;
-      {
-        std::lock_guard g(prog_.lock());
-        fwd.for_each_mac([&](const proto::Mac& m, const Entry& e) { rows.emplace_back(m, e); });
-      }
+      pipes_.on(0, [&](pipeline::SwitchProgram& p) {
+        p.forwarding().for_each_mac([&](const proto::Mac& m, const Entry& e) { rows.emplace_back(m, e); });
+      });
       std::sort(rows.begin(), rows.end(), [](auto& a, auto& b) { return a.first < b.first; });
       const uint64_t now = now_ns();
       Columns t;
       t.row({"mac", "port", "type", "age_s"});
       for (const auto& [m, e] : rows) {
-        std::string age = "-";
-        if (!e.is_static) age = std::to_string(now > e.last_seen_ns ? (now - e.last_seen_ns) / 1'000'000'000 : 0);
-        t.row({proto::mac_to_string(m), std::to_string(e.port), e.is_static ? "static" : "learned", age});
+        Cell age = nullptr;
+        if (!e.is_static) age = now > e.last_seen_ns ? (now - e.last_seen_ns) / 1'000'000'000 : 0;
+        t.row({proto::mac_to_string(m), e.port, e.is_static ? "static" : "learned", age});
       }
-      return t.render();
+      return t.output(json_);
     }
     if (w[1] == "add") {
       args(w, 4, 4, kUsageMac);
       const proto::Mac m = mac_arg(w[2], kUsageMac);
       if (m[0] & 1) throw CommandError{w[2] + " is a multicast address; static entries are unicast", ""};
       const tna::PortId port = port_arg(w[3], kUsageMac);
-      std::lock_guard g(prog_.lock());
-      if (fwd.add_static_mac(m, port)) return "";
+      if (pipes_.all([&](pipeline::SwitchProgram& p) { return p.forwarding().add_static_mac(m, port); })) return "";
       int existing = -1;
-      fwd.for_each_mac([&](const proto::Mac& k, const Entry& e) { if (k == m) existing = e.port; });
+      std::size_t capacity = 0;
+      pipes_.on(0, [&](pipeline::SwitchProgram& prog) {  // why it was refused
+        prog.forwarding().for_each_mac([&](const proto::Mac& k, const Entry& e) { if (k == m) existing = e.port; });
+        capacity = prog.forwarding().config().mac_capacity;
+      });
       if (existing >= 0)
         throw CommandError{"a static entry for " + w[2] + " exists (port " + std::to_string(existing) +
                                "); 'mac del " + w[2] + "' first", ""};
-      throw CommandError{"MAC table full (" + std::to_string(fwd.config().mac_capacity) + " entries)", ""};
+      throw CommandError{"MAC table full (" + std::to_string(capacity) + " entries)", ""};
     }
     if (w[1] == "del") {
       args(w, 3, 3, kUsageMac);
       const proto::Mac m = mac_arg(w[2], kUsageMac);
-      std::lock_guard g(prog_.lock());
-      if (!fwd.remove_mac(m)) throw CommandError{"no entry for " + w[2], ""};
+      if (!pipes_.all([&](pipeline::SwitchProgram& p) { return p.forwarding().remove_mac(m); }))
+        throw CommandError{"no entry for " + w[2], ""};
       return "";
     }
     throw CommandError{"unknown mac subcommand '" + w[1] + "'", kUsageMac};
@@ -281,46 +297,50 @@ class Interpreter {
 
   std::string arp(const std::vector<std::string>& w) {
     args(w, 2, 4, kUsageArp);
-    auto& fwd = prog_.forwarding();
     if (w[1] == "list") {
       args(w, 2, 2, kUsageArp);
       std::vector<std::pair<uint32_t, proto::Mac>> rows;
-      {
-        std::lock_guard g(prog_.lock());
-        fwd.for_each_arp_proxy([&](uint32_t ip, const proto::Mac& m) { rows.emplace_back(ip, m); });
-      }
+      pipes_.on(0, [&](pipeline::SwitchProgram& p) {
+        p.forwarding().for_each_arp_proxy([&](uint32_t ip, const proto::Mac& m) { rows.emplace_back(ip, m); });
+      });
       std::sort(rows.begin(), rows.end());
       Columns t;
       t.row({"ip", "mac"});
       for (const auto& [ip, m] : rows) t.row({proto::ipv4_to_string(ip), proto::mac_to_string(m)});
-      return t.render();
+      return t.output(json_);
     }
     if (w[1] == "add") {
       args(w, 4, 4, kUsageArp);
       const uint32_t ip = ip_arg(w[2], kUsageArp);
       const proto::Mac m = mac_arg(w[3], kUsageArp);
       if (m[0] & 1) throw CommandError{w[3] + " is a multicast address; ARP answers need a unicast MAC", ""};
-      std::lock_guard g(prog_.lock());
-      if (fwd.add_arp_proxy(ip, m)) return "";
+      if (pipes_.all([&](pipeline::SwitchProgram& p) { return p.forwarding().add_arp_proxy(ip, m); })) return "";
       std::string existing;
-      fwd.for_each_arp_proxy([&](uint32_t k, const proto::Mac& v) { if (k == ip) existing = proto::mac_to_string(v); });
+      std::size_t capacity = 0;
+      pipes_.on(0, [&](pipeline::SwitchProgram& prog) {  // why it was refused
+        prog.forwarding().for_each_arp_proxy([&](uint32_t k, const proto::Mac& v) {
+          if (k == ip) existing = proto::mac_to_string(v);
+        });
+        capacity = prog.forwarding().config().arp_capacity;
+      });
       if (!existing.empty())
         throw CommandError{"an ARP proxy entry for " + w[2] + " exists (" + existing + "); 'arp del " + w[2] +
                                "' first", ""};
-      throw CommandError{"ARP proxy table full (" + std::to_string(fwd.config().arp_capacity) + " entries)", ""};
+      throw CommandError{"ARP proxy table full (" + std::to_string(capacity) + " entries)", ""};
     }
     if (w[1] == "del") {
       args(w, 3, 3, kUsageArp);
       const uint32_t ip = ip_arg(w[2], kUsageArp);
-      std::lock_guard g(prog_.lock());
-      if (!fwd.remove_arp_proxy(ip)) throw CommandError{"no ARP proxy entry for " + w[2], ""};
+      if (!pipes_.all([&](pipeline::SwitchProgram& p) { return p.forwarding().remove_arp_proxy(ip); }))
+        throw CommandError{"no ARP proxy entry for " + w[2], ""};
       return "";
     }
     throw CommandError{"unknown arp subcommand '" + w[1] + "'", kUsageArp};
   }
 
-  pipeline::SwitchProgram& prog_;
+  Pipes& pipes_;
   DataplaneView& dp_;
+  bool json_ = false;  // the line ended with --json
 };
 
 }  // namespace
@@ -329,7 +349,7 @@ std::string ControlPlane::execute(const std::string& line) {
   const auto words = split(line);
   if (words.empty()) return "error: empty command (try 'help')\n";
   try {
-    return "ok\n" + Interpreter(prog_, dp_).run(words, *this);
+    return "ok\n" + Interpreter(pipes_, dp_).run(words, *this);
   } catch (const CommandError& e) {
     return "error: " + e.message + "\n" + (e.usage.empty() ? "" : "usage: " + e.usage + "\n");
   } catch (const std::exception& e) {
@@ -345,12 +365,9 @@ std::string ControlPlane::format_counters() {
     out += std::to_string(v);
     out += '\n';
   };
-  {
-    std::lock_guard g(prog_.lock());
-    prog_.visit_counters(add);
-  }
-  // Not under the program lock: the dataplane keeps its own counters per lcore.
-  dp_.visit_counters(add);
+  pipes_.visit_counters(add);  // summed over the instances
+  dp_.visit_counters(add);     // the lcores' own counters, read directly
+
   return out;
 }
 

@@ -3,7 +3,6 @@
 // Probabilities are plain atomics in the dataplane: no program lock.
 #include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -22,15 +21,9 @@ double probability_arg(const std::string& s) {
   return p;
 }
 
-std::string format_probability(double p) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", p);
-  return buf;
-}
-
 }  // namespace
 
-std::string drop_command(DataplaneView& dp, const std::vector<std::string>& w) {
+std::string drop_command(DataplaneView& dp, const std::vector<std::string>& w, bool json) {
   check_arg_count(w, 2, 4, kUsageDrop);
   if (w[1] == "list") {
     check_arg_count(w, 2, 2, kUsageDrop);
@@ -39,10 +32,9 @@ std::string drop_command(DataplaneView& dp, const std::vector<std::string>& w) {
     const size_t n = dp.port_stats().size();
     for (size_t p = 0; p < n; ++p) {
       const SimDropRow r = dp.sim_drop(tna::PortId(p));
-      t.row({std::to_string(p), format_probability(r.rx_probability), format_probability(r.tx_probability),
-             std::to_string(r.rx_drops), std::to_string(r.tx_drops)});
+      t.row({p, r.rx_probability, r.tx_probability, r.rx_drops, r.tx_drops});
     }
-    return t.render();
+    return t.output(json);
   }
   if (w[1] == "clear") {
     check_arg_count(w, 2, 2, kUsageDrop);

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <map>
+#include <random>
 #include <string_view>
 #include <toml++/toml.h>
 
@@ -87,7 +88,11 @@ class Loader : public TomlReader {
 
  private:
   void load_switch(const toml::table& t) {
-    check_keys(t, "switch", {"pipeline", "ctl_socket"});
+    check_keys(t, "switch", {"pipeline", "ctl_socket", "epoch"});
+    if (auto* n = t.get("epoch")) {
+      cfg_.epoch = uint16_t(integer(*n, "switch.epoch", 1, 65535));
+      cfg_.epoch_fixed = true;
+    }
     if (auto* n = t.get("pipeline")) {
       cfg_.pipeline = string(*n, "switch.pipeline");
       pipeline_line_ = line_of(*n);
@@ -209,6 +214,11 @@ SwitchConfig load_config(const std::string& path) {
                       printable(e.description()));
   }
   Loader(cfg).load(root);
+  if (!cfg.epoch_fixed) {
+    // A new nonzero epoch at every start (PROTOCOL §11): 1..65535 at random.
+    std::random_device rd;
+    cfg.epoch = uint16_t(1 + rd() % 65535);
+  }
   return cfg;
 }
 
@@ -231,8 +241,10 @@ std::unique_ptr<pipeline::SwitchProgram> make_program(const SwitchConfig& cfg, t
 }
 
 void install_entries(const SwitchConfig& cfg, pipeline::SwitchProgram& prog) {
-  install_jobs(cfg, prog);  // takes the lock itself
-  std::lock_guard g(prog.lock());
+  // Before the lcores run (main.cpp calls it once per instance): no lcore
+  // can see a half-installed table.
+  install_jobs(cfg, prog);
+  prog.set_epoch(cfg.epoch);
   auto& fwd = prog.forwarding();
   auto fail = [&](int line, const std::string& field, const std::string& what) {
     throw ConfigError(cfg.path + ":" + std::to_string(line) + ": " + field + ": " + what +

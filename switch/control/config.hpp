@@ -55,6 +55,10 @@ struct SwitchConfig {
   std::string path;
   std::string pipeline = "classic";
   std::string ctl_socket;  // empty = not set
+  // The boot epoch (docs/PROTOCOL.md §11), nonzero: [switch] epoch, or a
+  // random one chosen by load_config (a new one at every start).
+  uint16_t epoch = 1;
+  bool epoch_fixed = false;  // given in the file (tests compare frames byte for byte)
   pipeline::classic::ClassicConfig classic;
   pipeline::agq::AgqConfig agq;  // [agq]
   std::vector<JobEntry> jobs;    // [[job]], pipeline "agq" only
@@ -77,9 +81,10 @@ SwitchConfig load_config(const std::string& path);  // throws ConfigError
 void check_ports(const SwitchConfig& cfg, uint16_t port_count);
 std::unique_ptr<pipeline::SwitchProgram> make_program(const SwitchConfig& cfg,
                                                       tna::ReplicationEngine& pre);
-// The agq jobs (AgqProgram::add_job; its refusal names the job's line),
-// routes, static MACs and ARP proxy entries; throws ConfigError when the
-// program refuses one (duplicate, table full, no space for a job).
+// The boot epoch (set_epoch), the agq jobs (add_job; its refusal names the
+// job's line), routes, static MACs and ARP proxy entries; throws ConfigError
+// when the program refuses one (duplicate, table full, no space for a job).
+// Every program instance built from one SwitchConfig gets the same epoch.
 void install_entries(const SwitchConfig& cfg, pipeline::SwitchProgram& prog);
 
 }  // namespace agq::control

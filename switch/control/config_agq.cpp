@@ -54,7 +54,7 @@ class AgqLoader {
 
   JobSpec load_job(const toml::table& t, const std::string& f) {
     r_.check_keys(t, f, {"id", "workers", "slots", "rows", "delivery", "ps_port", "ps_ip", "ps_mac", "max_width",
-                         "worker"});
+                         "lanes", "worker"});
     JobSpec j;
     j.job_id = uint16_t(r_.integer(r_.required(t, "id", f + ".id"), f + ".id", 1, kMaxJobId));
     const toml::node& wn = r_.required(t, "workers", f + ".workers");
@@ -66,6 +66,11 @@ class AgqLoader {
     if (auto* n = t.get("max_width")) {
       j.max_width = uint8_t(r_.integer(*n, f + ".max_width", kMinWidth, kMaxWidth));
       if (j.max_width % 4) r_.fail(line_of(*n), f + ".max_width", "must be a multiple of 4 (4-bit units)");
+    }
+    if (auto* n = t.get("lanes")) {
+      j.lanes = uint8_t(r_.integer(*n, f + ".lanes", kMinLanes, kMaxLanes));
+      if (j.lanes != kMinLanes && j.lanes != kMaxLanes)
+        r_.fail(line_of(*n), f + ".lanes", std::to_string(j.lanes) + " is not 32 or 16 (the lane profiles)");
     }
     if (auto* n = t.get("delivery")) {
       const std::string d = r_.string(*n, f + ".delivery");
@@ -142,8 +147,7 @@ void install_jobs(const SwitchConfig& cfg, pipeline::SwitchProgram& prog) {
   if (prog.name() != "agq")  // load_config never lets this happen
     throw ConfigError(cfg.path + ":" + std::to_string(cfg.jobs[0].line) + ": job[0]: the program is \"" +
                       std::string(prog.name()) + "\", jobs need \"agq\"");
-  auto& agq = static_cast<pipeline::agq::AgqProgram&>(prog);
-  std::lock_guard g(prog.lock());
+  auto& agq = static_cast<pipeline::agq::AgqSwitchProgram&>(prog);
   for (size_t i = 0; i < cfg.jobs.size(); ++i) {
     const JobEntry& e = cfg.jobs[i];
     if (auto err = agq.add_job(e.spec))

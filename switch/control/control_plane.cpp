@@ -10,10 +10,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <mutex>
 #include <stdexcept>
 
 #include "control/ctl_protocol.hpp"
@@ -71,8 +71,14 @@ uint64_t now_ns() {
 
 }  // namespace
 
+ControlPlane::ControlPlane(Pipes& pipes, DataplaneView& dp, std::string socket_path)
+    : pipes_(pipes), dp_(dp), socket_path_(std::move(socket_path)) {}
+
 ControlPlane::ControlPlane(pipeline::SwitchProgram& prog, DataplaneView& dp, std::string socket_path)
-    : prog_(prog), dp_(dp), socket_path_(std::move(socket_path)) {}
+    : own_pipes_(std::make_unique<Pipes>(std::vector<pipeline::SwitchProgram*>{&prog})),
+      pipes_(*own_pipes_),
+      dp_(dp),
+      socket_path_(std::move(socket_path)) {}
 
 ControlPlane::~ControlPlane() { stop_and_unlink(); }
 
@@ -130,9 +136,10 @@ void ControlPlane::run(const std::atomic<bool>& stop) {
   uint64_t next_age = now_ns() + kAgeEveryNs;
   while (!stop.load(std::memory_order_relaxed)) {
     // A negative fd (start() not called) is ignored by poll: then this loop
-    // only ages the MAC table.
+    // only ages the MAC table. 10 ms: learned MACs reach the other lcores'
+    // instances within that.
     pollfd p{listen_fd_, POLLIN, 0};
-    const int n = ::poll(&p, 1, 100);
+    const int n = ::poll(&p, 1, 10);
     if (n > 0 && (p.revents & POLLIN)) {
       const int conn = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
       if (conn >= 0) {
@@ -140,6 +147,7 @@ void ControlPlane::run(const std::atomic<bool>& stop) {
         ::close(conn);
       }
     }
+    apply_mac_digests();
     if (now_ns() >= next_age) {
       age_macs();
       next_age = now_ns() + kAgeEveryNs;
@@ -180,8 +188,26 @@ void ControlPlane::serve_one(int conn) {
 
 void ControlPlane::age_macs() {
   const uint64_t now = now_ns();
-  std::lock_guard g(prog_.lock());
-  prog_.forwarding().age_out(now);
+  pipes_.all([&](pipeline::SwitchProgram& p) { p.forwarding().age_out(now); });
+}
+
+// Learned MACs, reported by any lcore's instance, installed in every
+// instance: what a Tofino control plane does with a learn digest.
+void ControlPlane::apply_mac_digests() {
+  auto digests = dp_.take_mac_digests();
+  if (digests.empty()) return;
+  // One entry per MAC, the latest report wins (a station that moved).
+  std::vector<tna::MacDigest> unique;
+  for (auto it = digests.rbegin(); it != digests.rend(); ++it) {
+    const bool seen = std::any_of(unique.begin(), unique.end(), [&](const tna::MacDigest& u) {
+      return std::equal(u.mac, u.mac + 6, it->mac);
+    });
+    if (!seen) unique.push_back(*it);
+  }
+  const uint64_t now = now_ns();
+  pipes_.all([&](pipeline::SwitchProgram& p) {
+    for (const auto& d : unique) p.forwarding().apply_mac_digest(d, now);
+  });
 }
 
 void ControlPlane::stop_and_unlink() {

@@ -1,16 +1,19 @@
 // The control-plane thread: serves the control socket (ctl_protocol.hpp),
-// interprets its commands, and ages the MAC table. It never touches packets;
-// every access to program state holds prog.lock(), the lock the dataplane
-// holds while it runs a packet through the program.
+// interprets its commands, ages the MAC table and applies learned MACs. It
+// never touches packets, and never program state directly: every access goes
+// through Pipes (pipes.hpp), which runs it on the lcore that owns the
+// instance, between two bursts.
 #pragma once
 
 #include <sys/types.h>
 
 #include <atomic>
+#include <memory>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "control/pipes.hpp"
 #include "pipeline/switch_program.hpp"
 #include "tna/intrinsic.hpp"
 #include "tna/program.hpp"
@@ -47,10 +50,19 @@ class DataplaneView {
   // Takes effect on the lcores' next packet; no lock.
   virtual void set_sim_drop(tna::PortId port, SimDirection dir, double probability) = 0;
   virtual SimDropRow sim_drop(tna::PortId port) = 0;
+  // What workers are told with their job (docs/PROTOCOL.md §10-12): the
+  // dataplane lcores (= queues per port) and the switch's boot epoch (0:
+  // none yet).
+  virtual uint16_t lcore_count() { return 1; }
+  virtual uint16_t boot_epoch() { return 0; }
+  // Learned MACs the lcores reported since the last call (MAC digests).
+  virtual std::vector<tna::MacDigest> take_mac_digests() { return {}; }
 };
 
 class ControlPlane {
  public:
+  ControlPlane(Pipes& pipes, DataplaneView& dp, std::string socket_path);
+  // One instance, no lcores (unit tests): closures run on the caller's thread.
   ControlPlane(pipeline::SwitchProgram& prog, DataplaneView& dp, std::string socket_path);
   ~ControlPlane();
   ControlPlane(const ControlPlane&) = delete;
@@ -60,8 +72,8 @@ class ControlPlane {
   // a stale socket file replaced; refuses when a live process listens on it
   // or the path is not a socket. Throws std::runtime_error.
   void start();
-  // Serves until `stop` is set (checked at least every ~100 ms); ages the MAC
-  // table once a second.
+  // Serves until `stop` is set (checked at least every ~10 ms); applies the
+  // lcores' MAC digests to every instance and ages the MAC table once a second.
   void run(const std::atomic<bool>& stop);
   // Closes the socket and removes its file (if it is still ours).
   void stop_and_unlink();
@@ -72,12 +84,15 @@ class ControlPlane {
   std::string format_counters();
 
   const std::string& socket_path() const { return socket_path_; }
+  Pipes& pipes() { return pipes_; }
 
  private:
   void serve_one(int conn);
   void age_macs();
+  void apply_mac_digests();
 
-  pipeline::SwitchProgram& prog_;
+  std::unique_ptr<Pipes> own_pipes_;  // the single-instance constructor's
+  Pipes& pipes_;
   DataplaneView& dp_;
   std::string socket_path_;
   int listen_fd_ = -1;

@@ -23,6 +23,8 @@ std::optional<std::string> check_job(const JobSpec& job) {
   if (auto e = range("rows", job.rows, 1, kMaxTotalRows)) return e;
   if (auto e = range("max_width", job.max_width, kMinWidth, kMaxWidth)) return e;
   if (job.max_width % 4 != 0) return "max_width " + std::to_string(job.max_width) + " is not a multiple of 4";
+  if (job.lanes != kMinLanes && job.lanes != kMaxLanes)
+    return "lanes " + std::to_string(job.lanes) + " is not 32 or 16 (the lane profiles)";
   if (job.delivery == ResultDelivery::Ps && job.ps_port == tna::kNoPort)
     return std::string("delivery \"ps\" needs a PS (ps_port, ps_ip, ps_mac)");
   if (job.ps_port != tna::kNoPort && (job.ps_mac[0] & 1))
@@ -50,6 +52,7 @@ std::string format_job(const JobSpec& job) {
     s += " ps=" + std::to_string(job.ps_port) + "," + proto::ipv4_to_string(job.ps_ipv4) + "," +
          proto::mac_to_string(job.ps_mac);
   s += " max_width=" + std::to_string(job.max_width);
+  if (job.lanes != kMaxLanes) s += " lanes=" + std::to_string(job.lanes);  // 32 is the default
   for (const auto& w : job.workers)
     s += " worker=" + std::to_string(w.worker_id) + "," + std::to_string(w.port) + "," +
          proto::ipv4_to_string(w.ipv4) + "," + proto::mac_to_string(w.mac);

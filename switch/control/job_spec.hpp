@@ -17,6 +17,7 @@ inline constexpr int64_t kMaxJobId = 65535;       // job_id is 16 bits; 0 is inv
 inline constexpr int64_t kMaxJobWorkers = 32;     // one bit per worker in a 32-bit bitmap
 inline constexpr int64_t kMaxJobSlots = 65536;    // the header's slot field is 16 bits
 inline constexpr int64_t kMinWidth = 4, kMaxWidth = 32;  // one to eight 4-bit units
+inline constexpr int64_t kMinLanes = 16, kMaxLanes = 32;  // the lane profiles (PROTOCOL §10)
 inline constexpr int64_t kMaxTotalRows = 65536;
 inline constexpr int64_t kMaxTotalSlots = 1 << 20;
 
@@ -28,6 +29,7 @@ std::optional<std::string> check_job(const pipeline::agq::JobSpec& job);
 
 // One line in 'job add' syntax (without "job add"), e.g.
 // "1 workers=2 slots=64 rows=8 delivery=multicast max_width=32 worker=0,1,10.0.0.1,02:00:00:00:00:01 ..."
+// lanes=16 only for the 16-lane profile (32 is the default).
 std::string format_job(const pipeline::agq::JobSpec& job);
 
 const char* delivery_name(pipeline::agq::ResultDelivery d);

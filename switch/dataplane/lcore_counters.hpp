@@ -23,8 +23,11 @@ class Counter {
 struct alignas(64) LcoreCounters {
   Counter rx;              // packets received
   Counter tx;              // packets (and replicas) handed to the NIC
-  Counter tx_dropped;      // refused by a full tx queue (tx buffer error callback)
-  Counter clones;          // multicast replicas made with rte_pktmbuf_clone
+  Counter tx_dropped;      // refused by a full tx queue or tx hand-off ring
+  Counter tx_handoff;      // packets given to the lcore that owns a port's only tx queue
+  Counter handoff;         // packets given to the lcore that owns their shard (rx hand-off)
+  Counter handoff_drops;   // refused by the owner's full hand-off ring
+  Counter clones;          // multicast replicas sharing the original's bytes (mbuf refcount)
   Counter copies;          // replicas copied for a program's egress rewrite
   Counter clone_failures;  // replicas lost because their pool was empty
   Counter replica_overflow;  // replicas beyond SwitchDataplane::kMaxReplicas
@@ -32,12 +35,17 @@ struct alignas(64) LcoreCounters {
   Counter multiseg_drops;  // multi-segment mbufs that could not be linearized
   Counter bad_port_drops;  // unicast/multicast to a port that does not exist
   Counter idle_sleeps;     // sleeps of the idle back-off
+  Counter commands;        // control-plane commands run between bursts
+  Counter digest_drops;    // MAC digests lost to a full digest ring
 
   // Calls fn(name, value) for every counter, in a stable order.
   template <typename Fn> void for_each(Fn&& fn) const {
     fn("rx", rx.get());
     fn("tx", tx.get());
     fn("tx_dropped", tx_dropped.get());
+    fn("tx_handoff", tx_handoff.get());
+    fn("handoff", handoff.get());
+    fn("handoff_drops", handoff_drops.get());
     fn("clones", clones.get());
     fn("copies", copies.get());
     fn("clone_failures", clone_failures.get());
@@ -46,6 +54,8 @@ struct alignas(64) LcoreCounters {
     fn("multiseg_drops", multiseg_drops.get());
     fn("bad_port_drops", bad_port_drops.get());
     fn("idle_sleeps", idle_sleeps.get());
+    fn("commands", commands.get());
+    fn("digest_drops", digest_drops.get());
   }
 };
 

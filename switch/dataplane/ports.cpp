@@ -5,6 +5,7 @@
 #include <rte_eal.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
+#include <rte_flow.h>
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
@@ -44,6 +45,7 @@ Ports::Ports(const PortOptions& opt) : opt_(opt) {
   if (opt_.rx_desc == 0) opt_.rx_desc = def_desc;
   if (opt_.tx_desc == 0) opt_.tx_desc = def_desc;
   if (opt_.lcores == 0) opt_.lcores = 1;
+  if (opt_.memif_queues == 0) opt_.memif_queues = 1;
 
   // Ports are addressed 0..n-1 by the configuration, in probe order.
   uint16_t pid;
@@ -60,7 +62,7 @@ Ports::Ports(const PortOptions& opt) : opt_(opt) {
   if (info_.empty())
     throw PortError("no ports: give DPDK a NIC or a virtual device, e.g. "
                     "--vdev=net_memif0,role=server,id=0,socket=/tmp/agq0.sock,socket-abstract=no");
-  tx_locks_ = std::make_unique<tna::SpinLock[]>(info_.size());
+  rss_.assign(info_.size(), false);
 
   try {
     // Queue counts first: the pools are sized from them.
@@ -68,11 +70,18 @@ Ports::Ports(const PortOptions& opt) : opt_(opt) {
       rte_eth_dev_info di{};
       if (int ret = rte_eth_dev_info_get(p.id, &di); ret != 0) fail(p, "rte_eth_dev_info_get", ret);
       p.driver = di.driver_name ? di.driver_name : "?";
-      // memif: the client decides at connect time how many rings exist in
-      // each direction, so a queue beyond the peer's count has no ring (tx on
-      // it dropped packets, then crashed). One shared queue is always there.
-      p.tx_shared = di.max_tx_queues < opt_.lcores || (p.driver == "net_memif" && opt_.lcores > 1);
-      p.tx_queues = p.tx_shared ? 1 : static_cast<uint16_t>(opt_.lcores);
+      const uint16_t L = static_cast<uint16_t>(opt_.lcores);
+      if (p.driver == "net_memif") {
+        // The client's ring count, which the server cannot query (ports.hpp).
+        p.rx_queues = p.tx_queues = opt_.memif_queues;
+        p.tx_shared = p.tx_queues < L;
+      } else {
+        // net_pcap exposes one rx queue per rx_pcap= file: read them all.
+        p.rx_queues = p.driver == "net_pcap" ? std::max<uint16_t>(1, di.max_rx_queues)
+                                             : std::max<uint16_t>(1, std::min<uint16_t>(L, di.max_rx_queues));
+        p.tx_shared = di.max_tx_queues < L;
+        p.tx_queues = p.tx_shared ? 1 : L;
+      }
     }
     create_pools();
     for (auto& p : info_) configure(p.id);
@@ -87,13 +96,19 @@ Ports::~Ports() { stop(); }
 
 void Ports::create_pools() {
   const uint64_t lcores = opt_.lcores, burst = opt_.burst, nports = info_.size();
-  uint64_t tx_ring = 0;
-  for (const auto& p : info_) tx_ring += uint64_t(p.tx_queues) * opt_.tx_desc;
+  uint64_t tx_ring = 0, rx_ring = 0;
+  for (const auto& p : info_) {
+    tx_ring += uint64_t(p.tx_queues) * opt_.tx_desc;
+    rx_ring += uint64_t(p.rx_queues) * opt_.rx_desc;
+  }
   // Per lcore: one rx burst in hand, one tx buffer per port, a mempool cache (up to 1.5x).
   const uint64_t per_lcore = burst + nports * burst + kPoolCache * 3 / 2;
   const int socket = static_cast<int>(rte_socket_id());
 
-  const unsigned n = pool_size(nports * opt_.rx_desc + tx_ring + lcores * per_lcore + kPoolSlack);
+  // Plus, per lcore, the software hand-off rings (rx to the owner, tx to a
+  // shared queue's owner): SwitchDataplane::kHandoffRing each at most.
+  const uint64_t handoff = lcores > 1 ? lcores * (1 + nports) * 1024 : 0;
+  const unsigned n = pool_size(rx_ring + tx_ring + lcores * per_lcore + handoff + kPoolSlack);
   pool_ = rte_pktmbuf_pool_create("agq_mbuf", n, kPoolCache, 0, RTE_MBUF_DEFAULT_BUF_SIZE, socket);
   if (!pool_)
     throw PortError("mbuf pool of " + std::to_string(n) + " mbufs: " + rte_strerror(rte_errno) +
@@ -111,12 +126,23 @@ void Ports::create_pools() {
 void Ports::configure(uint16_t port) {
   PortInfo& p = info_[port];
   rte_eth_conf conf{};  // no offloads: replicas share data, so no MBUF_FAST_FREE either
-  int ret = rte_eth_dev_configure(port, 1, p.tx_queues, &conf);
-  if (ret != 0 && p.tx_queues > 1) {
-    // Some drivers advertise many tx queues but want as many rx queues
-    // (net_tap pairs them): fall back to one shared tx queue.
-    p.tx_queues = 1;
-    p.tx_shared = true;
+  rte_eth_dev_info di{};
+  rte_eth_dev_info_get(port, &di);
+  // RSS on the UDP ports spreads shards over the queues where rte_flow cannot
+  // place them exactly; the hand-off fixes the rest.
+  const uint64_t rss_hf = di.flow_type_rss_offloads & (RTE_ETH_RSS_NONFRAG_IPV4_UDP | RTE_ETH_RSS_IPV4);
+  if (p.rx_queues > 1 && rss_hf != 0 && p.driver != "net_pcap") {
+    conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+    conf.rx_adv_conf.rss_conf.rss_hf = rss_hf;
+    rss_[port] = true;
+  }
+  int ret = rte_eth_dev_configure(port, p.rx_queues, p.tx_queues, &conf);
+  if (ret != 0 && (p.rx_queues > 1 || p.tx_queues > 1) && p.driver != "net_memif") {
+    // A driver that advertises more queues than it accepts: one of each.
+    p.rx_queues = p.tx_queues = 1;
+    p.tx_shared = opt_.lcores > 1;
+    conf = rte_eth_conf{};
+    rss_[port] = false;
     ret = rte_eth_dev_configure(port, 1, 1, &conf);
   }
   if (ret != 0) fail(p, "rte_eth_dev_configure", ret);
@@ -127,8 +153,9 @@ void Ports::configure(uint16_t port) {
     fail(p, "rte_eth_dev_adjust_nb_rx_tx_desc", ret);
   const int socket = rte_eth_dev_socket_id(port);
   const unsigned sock = socket < 0 ? static_cast<unsigned>(SOCKET_ID_ANY) : static_cast<unsigned>(socket);
-  if (int ret = rte_eth_rx_queue_setup(port, 0, rxd, sock, nullptr, pool_); ret != 0)
-    fail(p, "rte_eth_rx_queue_setup", ret);
+  for (uint16_t q = 0; q < p.rx_queues; ++q)
+    if (int ret = rte_eth_rx_queue_setup(port, q, rxd, sock, nullptr, pool_); ret != 0)
+      fail(p, "rte_eth_rx_queue_setup", ret);
   for (uint16_t q = 0; q < p.tx_queues; ++q)
     if (int ret = rte_eth_tx_queue_setup(port, q, txd, sock, nullptr); ret != 0)
       fail(p, "rte_eth_tx_queue_setup", ret);
@@ -174,6 +201,49 @@ void Ports::start(uint16_t port) {
     const int ret = rte_eth_promiscuous_enable(port);
     if (ret != 0 && ret != -ENOTSUP) fail(p, "rte_eth_promiscuous_enable", ret);
   }
+  steer(port);
+}
+
+// One rule per lcore: UDP source port 0xC000|shard with shard % L == r goes
+// to queue r (mask 0xC000 | L-1, so L must be a power of two). All or none:
+// a device that refuses one rule keeps RSS (if configured) and the software
+// hand-off. Rules live until the port is closed.
+void Ports::steer(uint16_t port) {
+  PortInfo& p = info_[port];
+  p.steering = rss_[port] ? "rss" : "none";
+  const unsigned L = opt_.lcores;
+  if (p.rx_queues < L || L < 2 || (L & (L - 1)) != 0 || p.driver == "net_memif" || p.driver == "net_pcap") return;
+  std::vector<rte_flow*> rules;
+  for (unsigned r = 0; r < L; ++r) {
+    rte_flow_attr attr{};
+    attr.ingress = 1;
+    rte_flow_item_udp spec{}, mask{};
+    spec.hdr.src_port = rte_cpu_to_be_16(uint16_t(0xC000 | r));
+    mask.hdr.src_port = rte_cpu_to_be_16(uint16_t(0xC000 | (L - 1)));
+    rte_flow_item pattern[4]{};
+    pattern[0].type = RTE_FLOW_ITEM_TYPE_ETH;
+    pattern[1].type = RTE_FLOW_ITEM_TYPE_IPV4;
+    pattern[2].type = RTE_FLOW_ITEM_TYPE_UDP;
+    pattern[2].spec = &spec;
+    pattern[2].mask = &mask;
+    pattern[3].type = RTE_FLOW_ITEM_TYPE_END;
+    rte_flow_action_queue queue{};
+    queue.index = uint16_t(r);
+    rte_flow_action actions[2]{};
+    actions[0].type = RTE_FLOW_ACTION_TYPE_QUEUE;
+    actions[0].conf = &queue;
+    actions[1].type = RTE_FLOW_ACTION_TYPE_END;
+    rte_flow_error err{};
+    rte_flow* f = rte_flow_validate(port, &attr, pattern, actions, &err) == 0
+                      ? rte_flow_create(port, &attr, pattern, actions, &err)
+                      : nullptr;
+    if (!f) {
+      for (rte_flow* g : rules) rte_flow_destroy(port, g, &err);
+      return;
+    }
+    rules.push_back(f);
+  }
+  p.steering = "rte_flow";
 }
 
 bool Ports::wait_link_up(uint16_t port, std::chrono::steady_clock::time_point until) {

@@ -1,14 +1,22 @@
 // Port bring-up after rte_eal_init: every probed ethdev (NIC or vdev:
-// memif, tap, af_packet, pcap, ring, null) gets one rx queue, tx queues for
-// the dataplane lcores, a shared mbuf pool, and is started. Generic on
-// purpose: the switch and the DPDK workers both use it.
+// memif, tap, af_packet, pcap, ring, null) gets rx and tx queues for the
+// dataplane lcores, a shared mbuf pool, steering where the device has it,
+// and is started. Generic on purpose: the switch and the DPDK workers both
+// use it.
 //
-// Tx queues: one per dataplane lcore when dev_info.max_tx_queues allows, so
-// lcores transmit without coordination. Otherwise (pcap, af_packet, ...
-// expose a single tx queue), and always for memif (whose ring count is the
-// peer's choice), the port gets 1 tx queue that every lcore shares under
-// the port's spinlock (tx_lock()); the lock is taken only by lcores
-// transmitting on such a port.
+// Queues (docs/PROTOCOL.md section 10): L = lcores. Rx: L queues when
+// dev_info.max_rx_queues allows, else what the device has (net_pcap: one per
+// rx_pcap= file, all of them read); rx queue q is polled by one lcore
+// (rx_lcore()). Tx: L queues when the device allows, lcore i on queue i;
+// otherwise one queue, owned by one lcore (tx_owner()), to which the other
+// lcores hand their packets through an rte_ring (no lock on any queue).
+// memif: the client chooses the ring count and DPDK's memif server cannot
+// tell how many it chose (a queue without a ring aliases ring 0), so memif
+// ports get exactly `memif_queues` queue pairs and the peer must connect
+// with that many rings (both sides pass the same number).
+// Steering (NICs): rte_flow rules send UDP source port 0xC000|shard to queue
+// shard % L (L a power of two), else RSS; virtual devices have neither and
+// rely on the software hand-off.
 #pragma once
 
 #include <atomic>
@@ -19,7 +27,6 @@
 #include <string>
 #include <vector>
 
-#include "tna/spinlock.hpp"
 
 struct rte_mempool;
 
@@ -33,7 +40,8 @@ class PortError : public std::runtime_error {
 };
 
 struct PortOptions {
-  unsigned lcores = 1;          // dataplane lcores that will transmit
+  unsigned lcores = 1;          // dataplane lcores (queues per port where the device allows)
+  uint16_t memif_queues = 1;    // queue pairs of memif ports = the rings of the client
   uint16_t burst = 32;          // rx burst = tx buffer size (mempool sizing)
   uint16_t rx_desc = 0;         // 0: 1024 with hugepages, 512 without (4 KiB pages: keep pools small)
   uint16_t tx_desc = 0;         // same
@@ -50,8 +58,10 @@ struct PortInfo {
   uint16_t id = 0;
   std::string name;    // rte_eth_dev_get_name_by_port, e.g. "net_memif0"
   std::string driver;  // dev_info.driver_name
-  uint16_t tx_queues = 1;
-  bool tx_shared = false;  // lcores share tx queue 0 under tx_lock()
+  uint16_t rx_queues = 1;  // configured and polled
+  uint16_t tx_queues = 1;  // configured (memif: the peer's ring count)
+  bool tx_shared = false;  // one tx queue (0) for all lcores, owned by tx_owner()
+  std::string steering;    // "rte_flow", "rss", or "none"
 };
 
 class Ports {
@@ -69,13 +79,18 @@ class Ports {
   const PortInfo& info(uint16_t port) const { return info_.at(port); }
   rte_mempool* pool() const { return pool_; }
   rte_mempool* clone_pool() const { return clone_pool_; }
-  // The tx queue lcore `lcore_index` uses on `port`.
+  // The tx queue lcore `lcore_index` uses on `port` (shared ports: queue 0,
+  // which only tx_owner() may call tx_burst on).
   uint16_t tx_queue(uint16_t port, unsigned lcore_index) const {
     return info_[port].tx_shared ? 0 : static_cast<uint16_t>(lcore_index);
   }
-  // Non-null only for ports whose tx queue is shared.
-  tna::SpinLock* tx_lock(uint16_t port) const {
-    return info_[port].tx_shared ? &tx_locks_[port] : nullptr;
+  // The lcore that transmits on a shared port's only tx queue.
+  unsigned tx_owner(uint16_t port) const { return port % opt_.lcores; }
+  // The lcore that polls rx queue `queue` of `port`: queue q on lcore q when
+  // the port has a queue per lcore (steered traffic reaches its owner), else
+  // spread by port so single-queue ports do not all land on lcore 0.
+  unsigned rx_lcore(uint16_t port, uint16_t queue) const {
+    return info_[port].rx_queues >= opt_.lcores ? queue % opt_.lcores : (port + queue) % opt_.lcores;
   }
   const PortOptions& options() const { return opt_; }
 
@@ -84,11 +99,12 @@ class Ports {
   void configure(uint16_t port);
   void start(uint16_t port);
   bool is_memif_client(uint16_t port) const;
+  void steer(uint16_t port);  // rte_flow rules, after start
   static bool wait_link_up(uint16_t port, std::chrono::steady_clock::time_point until);
 
   PortOptions opt_;
   std::vector<PortInfo> info_;
-  std::unique_ptr<tna::SpinLock[]> tx_locks_;
+  std::vector<bool> rss_;  // RSS configured at rte_eth_dev_configure
   std::vector<uint16_t> configured_, started_;
   rte_mempool* pool_ = nullptr;
   rte_mempool* clone_pool_ = nullptr;

@@ -1,17 +1,20 @@
 #include "dataplane/switch_dataplane.hpp"
 
+#include <rte_cycles.h>
+#include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_launch.h>
 #include <rte_lcore.h>
 #include <rte_malloc.h>
 #include <rte_mbuf.h>
+#include <rte_memcpy.h>
 #include <rte_prefetch.h>
-#include <rte_cycles.h>
+#include <rte_ring.h>
+#include <rte_ring_elem.h>
 #include <sys/prctl.h>
 
 #include <array>
 #include <chrono>
-#include <mutex>
 #include <span>
 #include <stdexcept>
 
@@ -20,76 +23,143 @@
 
 namespace agq::dataplane {
 
+static_assert(TxPort::kMax == SwitchDataplane::kMaxBurst);
+static_assert(sizeof(tna::MacDigest) % 4 == 0, "rte_ring elements are multiples of 4 bytes");
+
 struct SwitchDataplane::Lcore {
-  explicit Lcore(unsigned id, uint16_t nports)
-      : lcore_id(id), rng(rte_rdtsc() ^ (uint64_t(id) << 48)), sim_drops(new Counter[size_t(nports) * 2]) {}
+  Lcore(SwitchDataplane& dp, unsigned idx, unsigned id, uint16_t nports)
+      : index(idx), lcore_id(id), rng(rte_rdtsc() ^ (uint64_t(id) << 48)), sim_drops(new Counter[size_t(nports) * 2]),
+        sink(dp, idx) {}
+
+  // The program's MAC-learning digests go on this lcore's digest ring.
+  struct DigestSink final : pipeline::MacDigestSink {
+    DigestSink(SwitchDataplane& d, unsigned i) : dp(d), index(i) {}
+    void push(const tna::MacDigest& d) override { dp.push_mac_digest(index, d); }
+    SwitchDataplane& dp;
+    unsigned index;
+  };
 
   LcoreCounters counters;
-  unsigned lcore_id = 0;
-  std::vector<uint16_t> rx_ports;
-  std::unique_ptr<TxPort[]> tx;  // by port id
-  XorShift64 rng;                           // drop simulator decisions
-  std::unique_ptr<Counter[]> sim_drops;     // DropSim::index(port, dir)
-  // Scratch for one multicast decision, here rather than on the stack so
-  // that nothing is initialised or allocated per packet.
+  unsigned index = 0;     // rte_lcore_index = instance index
+  unsigned lcore_id = 0;  // EAL lcore id
+  tna::Program* prog = nullptr;
+  const tna::ReplicationEngine* pre = nullptr;
+  std::vector<RxQueue> rxq;
+  std::unique_ptr<TxPort[]> tx;        // by port
+  std::vector<uint16_t> owned_tx;      // shared ports whose only tx queue this lcore owns
+  rte_ring* inbox = nullptr;           // hand-off from the other lcores (multi-producer)
+  rte_ring* digests = nullptr;         // MacDigest elements to the control thread
+  XorShift64 rng;                      // drop simulator decisions
+  std::unique_ptr<Counter[]> sim_drops;  // DropSim::index(port, dir)
+  // Scratch, here rather than on the stack: nothing is initialised or
+  // allocated per packet.
+  std::array<rte_mbuf*, kMaxBurst> rx;
+  std::array<rte_mbuf*, kMaxBurst> local;
+  std::array<rte_mbuf*, kMaxBurst> drops;
+  std::array<tna::BurstPacket, kMaxBurst> burst;
+  std::vector<std::array<rte_mbuf*, kMaxBurst>> stage;  // by owner lcore
+  std::vector<uint16_t> staged;
   std::array<tna::Replica, kMaxReplicas> replicas;
   std::array<rte_mbuf*, kMaxReplicas> copies;
-
-  void flush_all(uint16_t nports) {
-    for (uint16_t p = 0; p < nports; ++p) tx[p].flush();
-  }
+  DigestSink sink;
+  pipeline::SwitchProgram* sprog = nullptr;  // = prog, for the sink's removal
 };
 
-SwitchDataplane::SwitchDataplane(Ports& ports, tna::Program& program,
-                                 const tna::ReplicationEngine& pre, LoopOptions opt)
-    : ports_(ports), program_(program), pre_(pre), opt_(opt), egress_(program.has_egress()),
-      drop_sim_(ports.count()) {
+SwitchDataplane::SwitchDataplane(Ports& ports, control::Pipes& pipes, LoopOptions opt)
+    : ports_(ports), opt_(opt), egress_(pipes.instance(0).has_egress()), drop_sim_(ports.count()) {
   if (opt_.burst == 0 || opt_.burst > kMaxBurst)
     throw std::runtime_error("burst must be 1.." + std::to_string(kMaxBurst));
-  const uint16_t nports = ports_.count();
+  if (pipes.count() != rte_lcore_count())
+    throw std::runtime_error("one program instance per lcore needed: " + std::to_string(pipes.count()) +
+                             " instances, " + std::to_string(rte_lcore_count()) + " lcores");
   try {
-    setup(nports);
+    setup(pipes);
   } catch (...) {
     release();
     throw;
   }
-  for (uint16_t p = 0; p < nports; ++p) lcores_[p % lcores_.size()]->rx_ports.push_back(p);
 }
 
-void SwitchDataplane::setup(uint16_t nports) {
+void SwitchDataplane::setup(control::Pipes& pipes) {
+  const uint16_t nports = ports_.count();
+  const unsigned L = rte_lcore_count();
+  // Idle lcores answer within one back-off sleep; a generous margin on top.
+  const auto timeout = std::chrono::milliseconds(1000 + 4 * opt_.idle_sleep_us / 1000);
+  commands_ = std::make_unique<CommandRings>(L, timeout);
+
   unsigned lcore_id;
   RTE_LCORE_FOREACH(lcore_id) {
-    lcores_.push_back(std::make_unique<Lcore>(lcore_id, nports));
-    Lcore* c = lcores_.back().get();
-    c->tx = std::make_unique<TxPort[]>(nports);
-    const unsigned index = static_cast<unsigned>(lcores_.size() - 1);
+    const unsigned index = static_cast<unsigned>(lcores_.size());
+    lcores_.push_back(std::make_unique<Lcore>(*this, index, lcore_id, nports));
+    Lcore& c = *lcores_.back();
+    c.prog = c.sprog = &pipes.instance(index);
+    c.pre = pipes.pre(index);
+    if (!c.pre) throw std::runtime_error("program instance " + std::to_string(index) + " has no PRE");
+    const int socket = int(rte_lcore_to_socket_id(lcore_id));
+    const std::string sfx = std::to_string(index);
+    if (L > 1) {
+      c.inbox = rte_ring_create(("agq_in" + sfx).c_str(), kHandoffRing, socket, RING_F_SC_DEQ);
+      if (!c.inbox) throw std::runtime_error("hand-off ring: " + std::string(rte_strerror(rte_errno)) + " (raise EAL -m)");
+    }
+    c.digests = rte_ring_create_elem(("agq_dg" + sfx).c_str(), sizeof(tna::MacDigest), kDigestRing, socket,
+                                     RING_F_SP_ENQ | RING_F_SC_DEQ);
+    if (!c.digests) throw std::runtime_error("digest ring: " + std::string(rte_strerror(rte_errno)) + " (raise EAL -m)");
+    c.stage.resize(L);
+    c.staged.assign(L, 0);
+    // Several instances: a learned MAC must reach all of them, so learning
+    // goes to the control thread as a digest (ControlPlane applies it to
+    // every instance). One instance learns directly, at once.
+    if (L > 1) c.sprog->set_mac_digest_sink(&c.sink);
+  }
+  tx_rings_.assign(nports, nullptr);
+  for (uint16_t p = 0; p < nports; ++p) {
+    if (!ports_.info(p).tx_shared || L == 1) continue;
+    const unsigned owner = ports_.tx_owner(p);
+    tx_rings_[p] = rte_ring_create(("agq_tx" + std::to_string(p)).c_str(), kHandoffRing,
+                                   int(rte_lcore_to_socket_id(lcores_[owner]->lcore_id)), RING_F_SC_DEQ);
+    if (!tx_rings_[p]) throw std::runtime_error("tx hand-off ring: " + std::string(rte_strerror(rte_errno)));
+    lcores_[owner]->owned_tx.push_back(p);
+  }
+  for (auto& cp : lcores_) {
+    Lcore& c = *cp;
+    c.tx = std::make_unique<TxPort[]>(nports);
     for (uint16_t p = 0; p < nports; ++p) {
-      TxPort& t = c->tx[p];
-      t.buf = static_cast<rte_eth_dev_tx_buffer*>(rte_zmalloc_socket(
-          "agq_txbuf", RTE_ETH_TX_BUFFER_SIZE(opt_.burst), 0, rte_lcore_to_socket_id(lcore_id)));
-      if (!t.buf) throw std::runtime_error("tx buffer allocation failed (raise EAL -m)");
-      rte_eth_tx_buffer_init(t.buf, opt_.burst);
-      rte_eth_tx_buffer_set_err_callback(t.buf, &TxPort::on_unsent, &t);
+      TxPort& t = c.tx[p];
       t.port = p;
-      t.queue = ports_.tx_queue(p, index);
-      t.shared = ports_.tx_lock(p);
-      t.counters = &c->counters;
+      t.queue = ports_.tx_queue(p, c.index);
+      t.cap = opt_.burst;
+      t.counters = &c.counters;
+      if (tx_rings_[p] && ports_.tx_owner(p) != c.index) t.handoff = tx_rings_[p];
     }
   }
+  for (uint16_t p = 0; p < nports; ++p)
+    for (uint16_t q = 0; q < ports_.info(p).rx_queues; ++q) lcores_[ports_.rx_lcore(p, q)]->rxq.push_back({p, q});
 }
 
 SwitchDataplane::~SwitchDataplane() { release(); }
 
 void SwitchDataplane::release() {
-  const uint16_t nports = ports_.count();
+  auto drain = [](rte_ring* r) {
+    if (!r) return;
+    void* m;
+    while (rte_ring_dequeue(r, &m) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+    rte_ring_free(r);
+  };
   for (auto& c : lcores_) {
-    if (!c->tx) continue;
-    for (uint16_t p = 0; p < nports; ++p) {
-      // Packets left over when run() was never called go back to the pool.
-      if (c->tx[p].buf) rte_pktmbuf_free_bulk(c->tx[p].buf->pkts, c->tx[p].buf->length);
-      rte_free(c->tx[p].buf);
-      c->tx[p].buf = nullptr;
-    }
+    if (c->sprog) c->sprog->set_mac_digest_sink(nullptr);  // the instances outlive us
+    if (c->tx)
+      for (uint16_t p = 0; p < ports_.count(); ++p) {
+        rte_pktmbuf_free_bulk(c->tx[p].pkts, c->tx[p].n);  // when run() never flushed
+        c->tx[p].n = 0;
+      }
+    drain(c->inbox);
+    c->inbox = nullptr;
+    rte_ring_free(c->digests);
+    c->digests = nullptr;
+  }
+  for (auto& r : tx_rings_) {
+    drain(r);
+    r = nullptr;
   }
 }
 
@@ -104,154 +174,230 @@ int SwitchDataplane::entry(void* self) {
   return dp->loop(*dp->lcores_.at(static_cast<size_t>(rte_lcore_index(rte_lcore_id()))));
 }
 
+namespace {
+uint64_t steady_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+}  // namespace
+
 int SwitchDataplane::loop(Lcore& c) {
-  if (c.rx_ports.empty()) return 0;  // more lcores than ports
   // Linux's default 50 us timer slack would stretch every short idle sleep
   // to >= 50 us; 1 us lets the back-off grow as designed.
   if (opt_.idle_sleep_us) prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
   IdleBackoff idle(opt_.idle_sleep_us, opt_.idle_polls);
-  std::array<rte_mbuf*, kMaxBurst> pkts;
-  const uint16_t nports = ports_.count();
+  commands_->set_polling(c.index, true);
 
   while (!stop_->load(std::memory_order_relaxed)) {
-    uint64_t got = 0;
-    for (uint16_t in : c.rx_ports) {
-      uint16_t n = rte_eth_rx_burst(in, 0, pkts.data(), opt_.burst);
+    // Control-plane changes land between bursts, also while idle: the
+    // back-off sleeps at most its ceiling before coming back here.
+    if (unsigned k = commands_->serve(c.index)) c.counters.commands.add(k);
+
+    uint64_t got = 0, now = 0;
+    for (const RxQueue& q : c.rxq) {
+      uint16_t n = rte_eth_rx_burst(q.port, q.queue, c.rx.data(), opt_.burst);
       if (n == 0) continue;
       got += n;
-      n = sim_drop_rx(c, in, pkts.data(), n);
-      // One stamp per burst: every packet of it was dequeued by this call,
-      // and a clock read per packet would cost ~20 ns each.
-      const uint64_t now = static_cast<uint64_t>(
-          std::chrono::duration_cast<std::chrono::nanoseconds>(
-              std::chrono::steady_clock::now().time_since_epoch()).count());
-      for (uint16_t i = 0; i < n; ++i) {
-        if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + 1], void*));
-        handle(c, in, pkts[i], now);
+      c.counters.rx.add(n);
+      n = sim_drop_rx(c, q.port, c.rx.data(), n);
+      // One stamp per round: a clock read per packet would cost ~20 ns each.
+      if (now == 0) now = steady_ns();
+      ingest(c, q.port, c.rx.data(), n, now);
+    }
+    if (c.inbox) {
+      const uint16_t n = uint16_t(rte_ring_dequeue_burst(c.inbox, reinterpret_cast<void**>(c.rx.data()),
+                                                         opt_.burst, nullptr));
+      if (n) {
+        got += n;
+        if (now == 0) now = steady_ns();
+        process(c, c.rx.data(), n, now);
       }
     }
+    if (!c.owned_tx.empty() && drain_shared_tx(c)) got = 1;
     if (got) {
-      c.counters.rx.add(got);
-      // Full buffers already went out inside send(); flushing the rest here
+      // Full batches already left inside send(); flushing the rest here
       // bounds latency to one round, so no drain timer is needed.
-      c.flush_all(nports);
+      flush_all(c);
       idle.reset();
     } else if (idle.idle()) {
       c.counters.idle_sleeps.add(1);
     }
   }
-  c.flush_all(nports);
+  flush_all(c);
+  commands_->set_polling(c.index, false);
   return 0;
 }
 
-void SwitchDataplane::handle(Lcore& c, uint16_t in_port, rte_mbuf* m, uint64_t now_ns) {
-  // The program sees one contiguous frame.
-  if (m->nb_segs > 1 && rte_pktmbuf_linearize(m) != 0) {
-    c.counters.multiseg_drops.add(1);
-    rte_pktmbuf_free(m);
-    return;
+void SwitchDataplane::flush_all(Lcore& c) {
+  for (uint16_t p = 0; p < ports_.count(); ++p) c.tx[p].flush();
+}
+
+// The packets other lcores queued for a single-queue port this lcore owns.
+bool SwitchDataplane::drain_shared_tx(Lcore& c) {
+  bool any = false;
+  for (uint16_t p : c.owned_tx) {
+    rte_mbuf** pkts = c.local.data();
+    const uint16_t n =
+        uint16_t(rte_ring_dequeue_burst(tx_rings_[p], reinterpret_cast<void**>(pkts), opt_.burst, nullptr));
+    if (n == 0) continue;
+    any = true;
+    const uint16_t sent = rte_eth_tx_burst(p, 0, pkts, n);
+    c.counters.tx.add(sent);
+    if (sent < n) {
+      rte_pktmbuf_free_bulk(pkts + sent, n - sent);
+      c.tx[p].dropped.add(n - sent);
+      c.counters.tx_dropped.add(n - sent);
+    }
   }
-  tna::IngressIntrinsicMd md;
-  md.ingress_port = in_port;
-  md.ingress_mac_tstamp_ns = now_ns;
-  unsigned n_out = 0;
-  tna::Decision d;
-  {
-    std::lock_guard g(program_.lock());
-    d = program_.process(std::span<uint8_t>(rte_pktmbuf_mtod(m, uint8_t*), m->data_len), md);
-    // Copy the replicas while the lock keeps the control plane out of the
-    // PRE; members() is a reference into the group, no allocation.
-    if (d.kind == tna::Decision::Kind::Multicast)
-      for (const tna::Replica& r : pre_.members(d.group)) {
-        if (r.port == d.exclude_port) continue;
-        if (n_out == kMaxReplicas) {
-          c.counters.replica_overflow.add(1);
-          continue;
-        }
-        c.replicas[n_out++] = r;
-      }
-  }
-  switch (d.kind) {
-    case tna::Decision::Kind::Drop:
-      c.counters.program_drops.add(1);
+  return any;
+}
+
+// Rx side of one burst: linearize, shard, hand off the packets other lcores
+// own, process the rest here.
+void SwitchDataplane::ingest(Lcore& c, uint16_t port, rte_mbuf** pkts, uint16_t n, uint64_t now_ns) {
+  const unsigned L = lcore_count();
+  uint16_t nl = 0;
+  constexpr uint16_t kAhead = 4;
+  for (uint16_t i = 0; i < n && i < kAhead; ++i) rte_prefetch0(rte_pktmbuf_mtod(pkts[i], void*));
+  for (uint16_t i = 0; i < n; ++i) {
+    if (i + kAhead < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + kAhead], void*));
+    rte_mbuf* m = pkts[i];
+    m->port = port;  // the ingress port travels with a handed-off packet
+    // The program sees one contiguous frame.
+    if (m->nb_segs > 1 && rte_pktmbuf_linearize(m) != 0) {
+      c.counters.multiseg_drops.add(1);
       rte_pktmbuf_free(m);
-      return;
-    case tna::Decision::Kind::Unicast:
-      if (d.port >= ports_.count()) {
-        c.counters.bad_port_drops.add(1);
-        rte_pktmbuf_free(m);
-        return;
-      }
-      transmit(c, d.port, m);
-      return;
-    case tna::Decision::Kind::Multicast:
-      replicate(c, m, n_out);
-      return;
+      continue;
+    }
+    if (L == 1) {
+      c.local[nl++] = m;
+      continue;
+    }
+    const uint32_t shard = c.prog->shard_of(std::span<const uint8_t>(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len));
+    const unsigned owner = shard == tna::kAnyShard ? c.index : shard % L;
+    if (owner == c.index)
+      c.local[nl++] = m;
+    else
+      c.stage[owner][c.staged[owner]++] = m;
   }
-  rte_pktmbuf_free(m);  // unreachable with a valid Kind
+  if (L > 1)
+    for (unsigned o = 0; o < L; ++o) {
+      const uint16_t k = c.staged[o];
+      if (k == 0) continue;
+      c.staged[o] = 0;
+      const uint16_t put = uint16_t(
+          rte_ring_enqueue_burst(lcores_[o]->inbox, reinterpret_cast<void**>(c.stage[o].data()), k, nullptr));
+      c.counters.handoff.add(put);
+      if (put < k) {
+        rte_pktmbuf_free_bulk(c.stage[o].data() + put, k - put);
+        c.counters.handoff_drops.add(k - put);
+      }
+    }
+  if (nl) process(c, c.local.data(), nl, now_ns);
 }
 
-void SwitchDataplane::replicate(Lcore& c, rte_mbuf* m, unsigned n) {
-  auto& reps = c.replicas;
-  unsigned valid = 0;
-  for (unsigned i = 0; i < n; ++i) {
-    if (reps[i].port < ports_.count())
-      reps[valid++] = reps[i];
-    else
-      c.counters.bad_port_drops.add(1);
+// One vector through the program, then its decisions in bulk.
+void SwitchDataplane::process(Lcore& c, rte_mbuf** pkts, uint16_t n, uint64_t now_ns) {
+  tna::BurstPacket* bp = c.burst.data();
+  for (uint16_t i = 0; i < n; ++i) {
+    rte_mbuf* m = pkts[i];
+    uint8_t* bytes = rte_pktmbuf_mtod(m, uint8_t*);
+    rte_prefetch0(bytes);  // the whole vector ahead of the program's first stage
+    bp[i].bytes = bytes;
+    bp[i].len = m->data_len;
+    bp[i].md = tna::IngressIntrinsicMd{};
+    bp[i].md.ingress_port = m->port;
+    bp[i].md.ingress_mac_tstamp_ns = now_ns;
+    bp[i].decision = tna::Decision{};
   }
-  if (valid == 0) {  // e.g. a flood from the only port
+  c.prog->process_burst(bp, n);
+
+  const uint16_t nports = ports_.count();
+  uint16_t nd = 0, program_drops = 0;
+  for (uint16_t i = 0; i < n; ++i) {
+    const tna::Decision& d = bp[i].decision;
+    rte_mbuf* m = pkts[i];
+    switch (d.kind) {
+      case tna::Decision::Kind::Drop:
+        ++program_drops;
+        c.drops[nd++] = m;
+        break;
+      case tna::Decision::Kind::Unicast:
+        if (d.port >= nports) {
+          c.counters.bad_port_drops.add(1);
+          c.drops[nd++] = m;
+        } else {
+          transmit(c, d.port, m);
+        }
+        break;
+      case tna::Decision::Kind::Multicast:
+        multicast(c, m, d);
+        break;
+      default:
+        c.drops[nd++] = m;  // unreachable with a valid Kind
+    }
+  }
+  if (program_drops) c.counters.program_drops.add(program_drops);
+  if (nd) rte_pktmbuf_free_bulk(c.drops.data(), nd);
+}
+
+void SwitchDataplane::multicast(Lcore& c, rte_mbuf* m, const tna::Decision& d) {
+  auto& reps = c.replicas;
+  unsigned n = 0;
+  for (const tna::Replica& r : c.pre->members(d.group)) {
+    if (r.port == d.exclude_port) continue;
+    if (r.port >= ports_.count()) {
+      c.counters.bad_port_drops.add(1);
+      continue;
+    }
+    if (n == kMaxReplicas) {
+      c.counters.replica_overflow.add(1);
+      continue;
+    }
+    reps[n++] = r;
+  }
+  if (n == 0) {  // e.g. a flood from the only port
     rte_pktmbuf_free(m);
     return;
   }
-  if (egress_) {
-    replicate_with_egress(c, m, valid);
+  if (!egress_) {
+    // Every member gets the same bytes (Tofino's PRE without an egress
+    // rewrite): the replicas are the one mbuf, its refcount raised; each
+    // transmit (or drop) gives one reference back.
+    if (n > 1) {
+      rte_mbuf_refcnt_update(m, int16_t(n - 1));
+      c.counters.clones.add(n - 1);
+    }
+    for (unsigned i = 0; i < n; ++i) transmit(c, reps[i].port, m);
     return;
   }
-  // Replicas are indirect mbufs sharing the (already deparsed) data: every
-  // member gets the same bytes, as from Tofino's PRE without egress pipeline.
-  for (unsigned i = 0; i + 1 < valid; ++i) {
-    rte_mbuf* r = rte_pktmbuf_clone(m, ports_.clone_pool());
-    if (!r) {
-      c.counters.clone_failures.add(1);
-      continue;
-    }
-    c.counters.clones.add(1);
-    transmit(c, reps[i].port, r);
-  }
-  transmit(c, reps[valid - 1].port, m);  // the original goes to the last member
-}
-
-void SwitchDataplane::replicate_with_egress(Lcore& c, rte_mbuf* m, unsigned n) {
-  auto& reps = c.replicas;
+  // The egress control rewrites every replica (agq: destination MAC/IP and
+  // worker_id), so each gets bytes of its own: one flat copy of the deparsed
+  // frame (190 bytes for a 32-lane RESULT: three cache lines), made before any
+  // egress runs; the original is the last replica's.
   auto& bufs = c.copies;
-  // Every replica gets bytes of its own because egress rewrites them (agq:
-  // destination MAC/IP and worker_id per worker). Copies are made before any
-  // egress runs, from the untouched deparsed bytes, and outside the lock.
-  unsigned k = 0;
-  for (unsigned i = 0; i + 1 < n; ++i) {
-    rte_mbuf* r = rte_pktmbuf_copy(m, ports_.pool(), 0, UINT32_MAX);
-    if (r && r->nb_segs != 1) {  // cannot happen from a linear mbuf of the same pool; never rewrite a chain
-      rte_pktmbuf_free(r);
-      r = nullptr;
-    }
-    if (!r) {
-      c.counters.clone_failures.add(1);
-      continue;
-    }
-    c.counters.copies.add(1);
-    reps[k] = reps[i];
-    bufs[k++] = r;
+  unsigned k = n - 1;
+  if (k && rte_pktmbuf_alloc_bulk(ports_.pool(), bufs.data(), k) != 0) {
+    c.counters.clone_failures.add(k);
+    reps[0] = reps[n - 1];
+    k = 0;
   }
+  const uint16_t len = m->data_len;
+  const uint8_t* src = rte_pktmbuf_mtod(m, const uint8_t*);
+  for (unsigned i = 0; i < k; ++i) {
+    rte_mbuf* r = bufs[i];
+    rte_memcpy(rte_pktmbuf_mtod(r, uint8_t*), src, len);
+    r->data_len = len;
+    r->pkt_len = len;
+    r->port = m->port;
+  }
+  if (k) c.counters.copies.add(k);
   reps[k] = reps[n - 1];
-  bufs[k++] = m;  // the original is the last replica's copy
-  {
-    std::lock_guard g(program_.lock());
-    for (unsigned i = 0; i < k; ++i)
-      program_.egress(std::span<uint8_t>(rte_pktmbuf_mtod(bufs[i], uint8_t*), bufs[i]->data_len), reps[i].port,
-                      reps[i].rid);
-  }
-  for (unsigned i = 0; i < k; ++i) transmit(c, reps[i].port, bufs[i]);
+  bufs[k] = m;
+  for (unsigned i = 0; i <= k; ++i)
+    c.prog->egress(std::span<uint8_t>(rte_pktmbuf_mtod(bufs[i], uint8_t*), len), reps[i].port, reps[i].rid);
+  for (unsigned i = 0; i <= k; ++i) transmit(c, reps[i].port, bufs[i]);
 }
 
 uint16_t SwitchDataplane::sim_drop_rx(Lcore& c, uint16_t port, rte_mbuf** pkts, uint16_t n) {
@@ -270,7 +416,7 @@ uint16_t SwitchDataplane::sim_drop_rx(Lcore& c, uint16_t port, rte_mbuf** pkts, 
 }
 
 // Every packet and replica leaves through here: the drop simulator's tx side,
-// then the lcore's tx buffer of that port.
+// then the lcore's tx batch of that port.
 void SwitchDataplane::transmit(Lcore& c, uint16_t port, rte_mbuf* m) {
   if (c.rng.drop(drop_sim_.threshold(port, SimDir::Tx))) {
     c.sim_drops[DropSim::index(port, SimDir::Tx)].add(1);
@@ -280,9 +426,25 @@ void SwitchDataplane::transmit(Lcore& c, uint16_t port, rte_mbuf* m) {
   c.tx[port].send(m);
 }
 
-std::vector<std::pair<unsigned, std::vector<uint16_t>>> SwitchDataplane::rx_assignment() const {
-  std::vector<std::pair<unsigned, std::vector<uint16_t>>> r;
-  for (const auto& c : lcores_) r.emplace_back(c->lcore_id, c->rx_ports);
+void SwitchDataplane::push_mac_digest(unsigned index, const tna::MacDigest& d) {
+  Lcore& c = *lcores_[index];
+  tna::MacDigest copy = d;  // rte_ring_enqueue_elem takes a non-const pointer
+  if (rte_ring_enqueue_elem(c.digests, &copy, sizeof copy) != 0) c.counters.digest_drops.add(1);
+}
+
+std::vector<tna::MacDigest> SwitchDataplane::take_mac_digests() {
+  std::vector<tna::MacDigest> out;
+  std::array<tna::MacDigest, 64> buf;
+  for (auto& c : lcores_)
+    for (unsigned n; (n = rte_ring_dequeue_burst_elem(c->digests, buf.data(), sizeof(tna::MacDigest),
+                                                      unsigned(buf.size()), nullptr)) != 0;)
+      out.insert(out.end(), buf.begin(), buf.begin() + n);
+  return out;
+}
+
+std::vector<std::pair<unsigned, std::vector<SwitchDataplane::RxQueue>>> SwitchDataplane::rx_assignment() const {
+  std::vector<std::pair<unsigned, std::vector<RxQueue>>> r;
+  for (const auto& c : lcores_) r.emplace_back(c->lcore_id, c->rxq);
   return r;
 }
 

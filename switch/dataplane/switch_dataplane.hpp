@@ -1,18 +1,23 @@
-// The switch's run-to-completion lcore loop, l2fwd-style: every EAL lcore
-// (the main one included) polls its own ports' rx queue 0, runs each packet
-// through the Program, and acts on the traffic manager's Decision: drop,
-// unicast into a per-lcore tx buffer, or multicast by PRE group: indirect
-// rte_pktmbuf_clone replicas sharing the bytes, or, when the program has an
-// egress control (per-replica rewrite, e.g. agq RESULTs), one private copy
-// per replica that Program::egress(bytes, port, rid) rewrites.
-//
-// The drop simulator (drop_sim.hpp) drops packets with a per-port,
-// per-direction probability right after rx_burst and right before tx.
-//
-// Locking: program passes are serialised by Program::lock() (one spinlock,
-// like the single pipe of a Tofino), and the PRE group is read under the
-// same lock, so the control plane must change groups under it too. Rx, tx
-// and cloning run in parallel on every lcore. See docs/ARCHITECTURE.md.
+// The switch's run-to-completion lcores, shared-nothing (docs/ARCHITECTURE.md):
+// every EAL lcore (the main one included) owns one program instance with its
+// own PRE (control::Pipe), polls its rx queues (Ports::rx_lcore), and per rx
+// burst:
+//   1. drop simulator (rx), linearize-or-drop multi-segment mbufs;
+//   2. Program::shard_of per packet: the shard's owner is lcore shard % L
+//      (docs/PROTOCOL.md section 10; kAnyShard: this lcore). Packets of other
+//      owners go to the owner's hand-off rte_ring in one enqueue per owner
+//      (dp.handoff; a full ring drops, dp.handoff_drops);
+//   3. Program::process_burst over its own packets and over what the other
+//      lcores handed it, data prefetched across the burst;
+//   4. decisions in bulk: drops freed with rte_pktmbuf_free_bulk, unicast into
+//      the lcore's tx batch of that port (its own tx queue, or the hand-off
+//      ring of the lcore that owns a single-queue port), multicast by the
+//      lcore's own PRE: identical replicas share the mbuf (refcount), replicas
+//      an egress control rewrites get one flat copy of the frame each (no
+//      re-parse) and then Program::egress.
+// No lock is taken on the packet path. Between bursts, and while idle, the
+// lcore runs the control plane's commands from its command ring
+// (CommandRings) and reports learned MACs on its digest ring.
 #pragma once
 
 #include <atomic>
@@ -22,6 +27,8 @@
 #include <utility>
 #include <vector>
 
+#include "control/pipes.hpp"
+#include "dataplane/command_rings.hpp"
 #include "dataplane/drop_sim.hpp"
 #include "dataplane/lcore_counters.hpp"
 #include "dataplane/ports.hpp"
@@ -29,11 +36,12 @@
 #include "tna/program.hpp"
 
 struct rte_mbuf;
+struct rte_ring;
 
 namespace agq::dataplane {
 
 struct LoopOptions {
-  uint16_t burst = 32;            // rx burst and tx buffer size, 1..kMaxBurst
+  uint16_t burst = 32;            // rx burst and tx batch size, 1..kMaxBurst
   uint32_t idle_sleep_us = 100;   // idle back-off ceiling; 0 = pure busy poll
   uint32_t idle_polls = 256;      // empty rounds before the first sleep
 };
@@ -44,12 +52,19 @@ class SwitchDataplane {
   // Replicas of one multicast decision (several rids may share a port);
   // further replicas are dropped and counted (dp.replica_overflow).
   static constexpr unsigned kMaxReplicas = 256;
+  // Packets in flight to one lcore (rx hand-off) or to one shared tx queue.
+  static constexpr unsigned kHandoffRing = 1024;
+  static constexpr unsigned kDigestRing = 1024;
 
-  // Assigns ports to lcores round-robin (port p -> p-th lcore modulo the lcore
-  // count; a port is never polled by two lcores) and allocates tx buffers.
-  // Throws std::runtime_error on a bad option or allocation failure.
-  SwitchDataplane(Ports& ports, tna::Program& program, const tna::ReplicationEngine& pre,
-                  LoopOptions opt);
+  struct RxQueue {
+    uint16_t port, queue;
+  };
+
+  // `pipes` holds one instance per EAL lcore, in rte_lcore_index order, each
+  // with its own PRE. Assigns the rx queues (Ports::rx_lcore), makes the tx
+  // batches, the hand-off, command and digest rings. Throws
+  // std::runtime_error on a bad option or an allocation failure.
+  SwitchDataplane(Ports& ports, control::Pipes& pipes, LoopOptions opt);
   ~SwitchDataplane();
   SwitchDataplane(const SwitchDataplane&) = delete;
   SwitchDataplane& operator=(const SwitchDataplane&) = delete;
@@ -59,8 +74,11 @@ class SwitchDataplane {
   void run(const std::atomic<bool>& stop);
 
   unsigned lcore_count() const { return static_cast<unsigned>(lcores_.size()); }
-  // (EAL lcore id, rx ports) per dataplane lcore.
-  std::vector<std::pair<unsigned, std::vector<uint16_t>>> rx_assignment() const;
+  // (EAL lcore id, rx queues) per dataplane lcore.
+  std::vector<std::pair<unsigned, std::vector<RxQueue>>> rx_assignment() const;
+
+  // The control plane's way to the instances (Pipes::set_executor).
+  CommandRings& commands() { return *commands_; }
 
   // Sums over lcores, monotonic (clearing is the reader's business), in
   // LcoreCounters::for_each order.
@@ -74,25 +92,32 @@ class SwitchDataplane {
   const DropSim& drop_sim() const { return drop_sim_; }
   uint64_t sim_drops(uint16_t port, SimDir d) const;
 
+  // MAC digests the lcores reported since the last call (control thread).
+  std::vector<tna::MacDigest> take_mac_digests();
+  // Lcore `index`'s digest ring producer side (its program's sink).
+  void push_mac_digest(unsigned index, const tna::MacDigest& d);
+
  private:
   struct Lcore;
-  void setup(uint16_t nports);
-  void release();  // frees the tx buffers
+  void setup(control::Pipes& pipes);
+  void release();
   static int entry(void* self);
   int loop(Lcore& c);
-  void handle(Lcore& c, uint16_t in_port, rte_mbuf* m, uint64_t now_ns);
-  void replicate(Lcore& c, rte_mbuf* m, unsigned n);
-  void replicate_with_egress(Lcore& c, rte_mbuf* m, unsigned n);
+  void ingest(Lcore& c, uint16_t port, rte_mbuf** pkts, uint16_t n, uint64_t now_ns);
+  void process(Lcore& c, rte_mbuf** pkts, uint16_t n, uint64_t now_ns);
+  void multicast(Lcore& c, rte_mbuf* m, const tna::Decision& d);
   uint16_t sim_drop_rx(Lcore& c, uint16_t port, rte_mbuf** pkts, uint16_t n);
   void transmit(Lcore& c, uint16_t port, rte_mbuf* m);
+  bool drain_shared_tx(Lcore& c);
+  void flush_all(Lcore& c);
 
   Ports& ports_;
-  tna::Program& program_;
-  const tna::ReplicationEngine& pre_;
   LoopOptions opt_;
-  bool egress_;  // program_.has_egress(), fixed for the program's life
+  bool egress_;  // the programs' has_egress(), fixed for their life
   DropSim drop_sim_;
   std::vector<std::unique_ptr<Lcore>> lcores_;  // by rte_lcore_index
+  std::vector<rte_ring*> tx_rings_;             // by port: to a shared tx queue's owner
+  std::unique_ptr<CommandRings> commands_;
   const std::atomic<bool>* stop_ = nullptr;
 };
 

@@ -14,7 +14,7 @@ namespace agq::dataplane {
 
 class SwitchView final : public control::DataplaneView {
  public:
-  SwitchView(const Ports& ports, SwitchDataplane& dp) : ports_(ports), dp_(dp) {}
+  SwitchView(const Ports& ports, SwitchDataplane& dp, uint16_t epoch) : ports_(ports), dp_(dp), epoch_(epoch) {}
 
   // rx/tx from rte_eth_stats_get; rx_dropped = imissed + ierrors + rx_nombuf;
   // tx_dropped = oerrors + the lcores' tx-buffer drops on that port.
@@ -28,10 +28,14 @@ class SwitchView final : public control::DataplaneView {
   void visit_counters(const tna::CounterVisitor& v) override;
   void set_sim_drop(tna::PortId port, control::SimDirection dir, double probability) override;
   control::SimDropRow sim_drop(tna::PortId port) override;
+  uint16_t lcore_count() override { return uint16_t(dp_.lcore_count()); }
+  uint16_t boot_epoch() override { return epoch_; }
+  std::vector<tna::MacDigest> take_mac_digests() override { return dp_.take_mac_digests(); }
 
  private:
   const Ports& ports_;
   SwitchDataplane& dp_;
+  uint16_t epoch_;  // the boot epoch, fixed for the process's life
   std::vector<std::pair<std::string, uint64_t>> base_;  // totals at the last clear
   std::vector<uint64_t> tx_dropped_base_;                // per port
   std::vector<uint64_t> sim_base_;                       // per DropSim::index

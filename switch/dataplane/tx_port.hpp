@@ -1,58 +1,52 @@
-// One lcore's transmit side of one port: an rte_eth_tx_buffer that batches
-// packets into tx_burst calls, on the lcore's own tx queue, or on the
-// port's shared queue under its spinlock (see ports.hpp).
+// One lcore's transmit side of one port: a batch of up to `cap` packets that
+// goes out in one call, either rte_eth_tx_burst on the lcore's own tx queue,
+// or, for a port with a single tx queue owned by another lcore, one
+// rte_ring_enqueue_burst onto that owner's hand-off ring. Whatever the queue
+// or ring does not take is freed and counted: a full tx ring drops, like a
+// tail-dropping switch queue, and never blocks the lcore.
 #pragma once
 
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
-
-#include <mutex>
+#include <rte_ring.h>
 
 #include "dataplane/lcore_counters.hpp"
-#include "tna/spinlock.hpp"
 
 namespace agq::dataplane {
 
 struct TxPort {
-  rte_eth_dev_tx_buffer* buf = nullptr;  // rte_zmalloc'ed, RTE_ETH_TX_BUFFER_SIZE(burst)
+  static constexpr uint16_t kMax = 256;  // = SwitchDataplane::kMaxBurst
+
   uint16_t port = 0;
   uint16_t queue = 0;
-  tna::SpinLock* shared = nullptr;  // non-null: queue shared with other lcores
+  uint16_t cap = 32;               // flush when this many are queued
+  uint16_t n = 0;
+  rte_ring* handoff = nullptr;     // non-null: the port's tx queue belongs to another lcore
   LcoreCounters* counters = nullptr;
-  Counter dropped;                  // this lcore's tx drops on this port
+  Counter dropped;                 // this lcore's tx drops on this port
+  rte_mbuf* pkts[kMax];
 
-  // Queues one packet; transmits when the buffer is full.
   void send(rte_mbuf* m) {
-    uint16_t sent;
-    if (shared) {
-      std::lock_guard g(*shared);
-      sent = rte_eth_tx_buffer(port, queue, buf, m);
-    } else {
-      sent = rte_eth_tx_buffer(port, queue, buf, m);
-    }
-    if (sent) counters->tx.add(sent);
+    pkts[n++] = m;
+    if (n == cap) flush();
   }
 
-  // Transmits whatever is buffered.
   void flush() {
-    if (buf->length == 0) return;
+    if (n == 0) return;
     uint16_t sent;
-    if (shared) {
-      std::lock_guard g(*shared);
-      sent = rte_eth_tx_buffer_flush(port, queue, buf);
+    if (handoff) {
+      sent = uint16_t(rte_ring_enqueue_burst(handoff, reinterpret_cast<void**>(pkts), n, nullptr));
+      counters->tx_handoff.add(sent);
     } else {
-      sent = rte_eth_tx_buffer_flush(port, queue, buf);
+      sent = rte_eth_tx_burst(port, queue, pkts, n);
+      counters->tx.add(sent);
     }
-    if (sent) counters->tx.add(sent);
-  }
-
-  // rte_eth_tx_buffer error callback (userdata = the TxPort): the queue was
-  // full; drop and count, like a tail-dropping switch queue.
-  static void on_unsent(rte_mbuf** unsent, uint16_t count, void* userdata) {
-    auto* self = static_cast<TxPort*>(userdata);
-    rte_pktmbuf_free_bulk(unsent, count);
-    self->dropped.add(count);
-    self->counters->tx_dropped.add(count);
+    if (sent < n) {
+      rte_pktmbuf_free_bulk(pkts + sent, n - sent);
+      dropped.add(n - sent);
+      counters->tx_dropped.add(n - sent);
+    }
+    n = 0;
   }
 };
 

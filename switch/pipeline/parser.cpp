@@ -61,7 +61,9 @@ ParserError parse(std::span<const uint8_t> frame, Headers& hdr) {
     hdr.agq_classic.decode(p + off);
     hdr.agq_classic_valid = true;
   } else if (hdr.udp.dst_port == kAgqPort) {
-    if (n < off + Agq::kLen) return ParserError::Truncated;
+    // 20 fixed bytes, then the lanes of its profile (n_lanes 16: 16 lanes,
+    // anything else: 32); a shorter frame is truncated (PROTOCOL §1).
+    if (n < off + kAgqFixedLen || n < off + header_len(p[off + 17])) return ParserError::Truncated;
     hdr.agq.decode(p + off);
     hdr.agq_valid = true;
   }

@@ -33,6 +33,14 @@ class SwitchProgram : public tna::Program {
   // Every register cell that belongs to aggregator `index` (and its
   // per-sequence slots), by register name, e.g. {"reg0", 0x1e180}.
   virtual NamedCells dump_aggregator(uint32_t index) const = 0;
+  // The shard (docs/PROTOCOL.md section 10) whose lcore owns aggregator
+  // `index`: the control plane reads its registers from that instance.
+  // kAnyShard: every instance holds it alike (or the program has one shard).
+  virtual uint32_t aggregator_shard(uint32_t /*index*/) const { return tna::kAnyShard; }
+
+  // The switch's nonzero boot epoch (docs/PROTOCOL.md §11), written into
+  // every agq frame the program makes; programs without such frames ignore it.
+  virtual void set_epoch(uint16_t /*epoch*/) {}
 
  protected:
   tna::ReplicationEngine& pre() { return pre_; }

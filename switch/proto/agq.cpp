@@ -19,8 +19,10 @@ void Agq::decode(const uint8_t* p) {
   guard = p[15];
   exponent = int8_t(p[16]);
   n_lanes = p[17];
-  reserved = load_be16(p + 18);
-  for (int k = 0; k < kAgqLanes; ++k) lanes[k] = load_be32(p + 20 + 4 * k);
+  epoch = load_be16(p + 18);
+  const int n = lanes_carried(n_lanes);
+  for (int k = 0; k < n; ++k) lanes[k] = load_be32(p + 20 + 4 * k);
+  for (int k = n; k < kAgqLanes; ++k) lanes[k] = 0;
 }
 
 void Agq::encode(uint8_t* p) const {
@@ -37,8 +39,9 @@ void Agq::encode(uint8_t* p) const {
   p[15] = guard;
   p[16] = uint8_t(exponent);
   p[17] = n_lanes;
-  store_be16(p + 18, reserved);
-  for (int k = 0; k < kAgqLanes; ++k) store_be32(p + 20 + 4 * k, lanes[k]);
+  store_be16(p + 18, epoch);
+  const int n = lanes_carried(n_lanes);
+  for (int k = 0; k < n; ++k) store_be32(p + 20 + 4 * k, lanes[k]);
 }
 
 }  // namespace agq::proto

@@ -5,20 +5,19 @@
 // resubmit_flag set, exactly as on Tofino where the deparser does not emit a
 // resubmitted packet.
 //
-// Programs hold no DPDK types. Concurrency: process() and the control-plane
-// methods of one Program must not run at the same time; the switch serialises
-// them with Program::lock() (see docs/ARCHITECTURE.md).
+// Programs hold no DPDK types and no lock. Concurrency: one instance per
+// dataplane lcore; process() and the control-plane methods of one instance
+// run on that lcore only (control-plane changes arrive as commands between
+// bursts; see docs/ARCHITECTURE.md).
 #pragma once
 
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
 
 #include "tna/intrinsic.hpp"
-#include "tna/spinlock.hpp"
 
 namespace agq::tna {
 
@@ -79,11 +78,6 @@ class Program {
   virtual void clear_counters() = 0;
   // Clears the aggregation state (registers), not the tables.
   virtual void clear_state() = 0;
-
-  SpinLock& lock() { return lock_; }
-
- private:
-  SpinLock lock_;
 };
 
 }  // namespace agq::tna

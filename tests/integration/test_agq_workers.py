@@ -3,7 +3,8 @@ processes over memif: two concurrent jobs (2 workers, and 4 workers in two
 processes of two ports each), each with its PS, at 0 %, 1 % and 10 %
 simulated loss on every worker and PS port in both directions (the switch's
 drop simulator, `agqctl drop`). Every worker checks every RESULT bit for bit
-against sum(u_i >> d) of the regenerated gradients and writes its final
+against sum(u_i >> d) of the gradients re-encoded by the scalar reference
+(--verify all, once per process) and writes its final
 aggregate: the workers of a job must hold byte-identical tensors. Every wait
 has a hard timeout; the `procs` fixture stops every process, also on failure."""
 import json
@@ -123,7 +124,9 @@ def check_exact(results, elements, rounds):
             assert s["status"] == "ok", s
             assert s["rounds_done"] == rounds, s
             assert s["mismatches"] == 0 and s["bad_header"] == 0, s
-            assert s["exact"] == s["results"] > 0, s
+            # --verify all: every result of the process's first logical worker
+            # (its other workers got the same RESULT frames' sums) is checked.
+            assert s["verify"] == "all" and s["exact"] == s["checked"] == s["memory"]["sequences"] > 0, s
             assert s["counters"]["chunks_done"] == chunks * rounds * len(ids), s
             assert s["quantization_error"]["max_over_bound"] <= 1.0 + 1e-9, s
             assert agg == first_agg, f"job {job}: workers {ids} hold a different aggregate"

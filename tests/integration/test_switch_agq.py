@@ -31,6 +31,9 @@ JOBS = {
     2: dict(max_width=16, slots=32, rows=8,
             workers=[(3, "10.2.3.1", "02:00:00:00:02:01"), (4, "10.2.3.2", "02:00:00:00:02:02")]),
 }
+# The boot epoch (PROTOCOL §11) the test fixes in its copy of conf/agq.toml,
+# so that RESULTs compare byte for byte.
+EPOCH = 0xE90C
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4
 
@@ -125,9 +128,13 @@ def switch(tmp_path, procs):
     tag = uuid.uuid4().hex[:6]
     ifaces = [f"aqg{tag}{p}" for p in range(N_PORTS)]
     sock = tmp_path / "ctl.sock"
+    cfg = tmp_path / "agq.toml"
+    text = (SOURCE_DIR / "conf/agq.toml").read_text()
+    assert "\n[switch]\n" in text
+    cfg.write_text(text.replace("\n[switch]\n", f"\n[switch]\nepoch = {EPOCH}\n", 1))
     vdevs = [f"net_tap{p},iface={ifaces[p]}" for p in range(N_PORTS)]
     sw = procs.start("switch", [binary("agq-switch"), *eal_args(unique_prefix("agqt"), "0", vdevs), "--",
-                                "--config", SOURCE_DIR / "conf/agq.toml", "--ctl-socket", sock,
+                                "--config", cfg, "--ctl-socket", sock,
                                 "--idle-sleep-us", "50"])
     wait_for(lambda: sock.exists() or not sw.alive(), 30, what="control socket")
     assert sw.alive(), sw.output()
@@ -174,7 +181,8 @@ class Seq:
         _, frame, h = self.data[last]
         self.results = {}
         for i, (port, ip, mac) in enumerate(JOBS[self.job]["workers"]):
-            r = h.copy(type=RESULT, flags=self.v, worker_id=i, width=width, pos=pos, guard=self.g, lanes=self.lanes)
+            r = h.copy(type=RESULT, flags=self.v, worker_id=i, width=width, pos=pos, guard=self.g, lanes=self.lanes,
+                       epoch=EPOCH)
             self.results[port] = rewrite_frame(frame, r, dst_mac=mac, dst_ip=ip)
         return self
 

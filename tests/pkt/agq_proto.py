@@ -1,4 +1,5 @@
-"""The agq protocol (docs/PROTOCOL.md) for tests: the 148-byte header, whole
+"""The agq protocol (docs/PROTOCOL.md) for tests: the header (148 bytes, or
+84 for the 16-lane profile), whole
 frames, the worker's encoding (§2) and a scapy layer. Written from the
 document, not from the switch's code, so the tests check one against the
 other.
@@ -20,7 +21,17 @@ from dataclasses import dataclass, field, replace
 
 AGQ_PORT = 50100
 LANES = 32
+LANES_T1 = 16  # the 16-lane (Tofino 1) profile, PROTOCOL §10
 AGQ_LEN = 20 + 4 * LANES  # 148
+
+
+def lanes_carried(n_lanes: int) -> int:
+    """Lanes on the wire for a header with this n_lanes (PROTOCOL §1)."""
+    return LANES_T1 if n_lanes == LANES_T1 else LANES
+
+
+def header_len(n_lanes: int) -> int:
+    return 20 + 4 * lanes_carried(n_lanes)
 VERSION = 1
 DATA, RESULT, PS_RESULT, FALLBACK_DATA = 1, 2, 3, 4
 F_VERSION, F_RETRANSMIT, F_OVERFLOW, F_FALLBACK = 1, 2, 4, 8
@@ -42,25 +53,27 @@ class AgqHeader:
     guard: int = 0
     exponent: int = 0
     n_lanes: int = LANES
-    reserved: int = 0
+    epoch: int = 0  # the switch's boot epoch in frames it makes (PROTOCOL §11)
     lanes: list = field(default_factory=lambda: [0] * LANES)
     ver: int = VERSION
 
     def pack(self) -> bytes:
-        assert len(self.lanes) == LANES
+        n = len(self.lanes)  # normally lanes_carried(n_lanes); tests may lie in n_lanes
+        assert n in (LANES_T1, LANES), n
         return _FIXED.pack((self.ver << 4) | (self.type & 0xF), self.flags, self.job_id, self.worker_id,
                            self.num_workers, self.slot, self.seq, self.req_width, self.width, self.pos,
-                           self.guard, self.exponent, self.n_lanes, self.reserved) + \
-            struct.pack(f"!{LANES}I", *[v & 0xFFFFFFFF for v in self.lanes])
+                           self.guard, self.exponent, self.n_lanes, self.epoch) + \
+            struct.pack(f"!{n}I", *[v & 0xFFFFFFFF for v in self.lanes[:n]])
 
     @classmethod
     def unpack(cls, b: bytes) -> "AgqHeader":
-        assert len(b) >= AGQ_LEN, len(b)
         f = _FIXED.unpack_from(b)
-        lanes = list(struct.unpack_from(f"!{LANES}I", b, 20))
+        n = lanes_carried(f[12])
+        assert len(b) >= 20 + 4 * n, len(b)
+        lanes = list(struct.unpack_from(f"!{n}I", b, 20))
         return cls(type=f[0] & 0xF, ver=f[0] >> 4, flags=f[1], job_id=f[2], worker_id=f[3], num_workers=f[4],
                    slot=f[5], seq=f[6], req_width=f[7], width=f[8], pos=f[9], guard=f[10], exponent=f[11],
-                   n_lanes=f[12], reserved=f[13], lanes=lanes)
+                   n_lanes=f[12], epoch=f[13], lanes=lanes)
 
     def copy(self, **changes) -> "AgqHeader":
         c = replace(self, **changes)
@@ -154,8 +167,9 @@ try:
             XByteField("flags", 0), ShortField("job_id", 0), ByteField("worker_id", 0),
             ByteField("num_workers", 0), ShortField("slot", 0), IntField("seq", 0),
             ByteField("req_width", 0), ByteField("width", 0), ByteField("pos", 0), ByteField("guard", 0),
-            SignedByteField("exponent", 0), ByteField("n_lanes", LANES), ShortField("reserved", 0),
-            FieldListField("lanes", [0] * LANES, IntField("", 0), count_from=lambda p: LANES),
+            SignedByteField("exponent", 0), ByteField("n_lanes", LANES), ShortField("epoch", 0),
+            FieldListField("lanes", [0] * LANES, IntField("", 0),
+                           count_from=lambda p: lanes_carried(p.n_lanes)),
         ]
 
         def mysummary(self):

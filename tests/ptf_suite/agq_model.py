@@ -102,8 +102,9 @@ def alloc(live: set, want: int) -> tuple[int, int]:
 
 
 class AgqModel:
-    def __init__(self, jobs: list[Job]):
+    def __init__(self, jobs: list[Job], epoch: int):
         self.jobs = {j.id: j for j in jobs}
+        self.epoch = epoch  # the switch's boot epoch, in every frame it makes (PROTOCOL §11)
         self.slots: dict[tuple, _Slot] = {}
         self.rows: dict[tuple, _Row] = {}
 
@@ -118,8 +119,7 @@ class AgqModel:
     def _ip(frame: bytes) -> tuple[str, str]:
         return ".".join(map(str, frame[26:30])), ".".join(map(str, frame[30:34]))
 
-    @staticmethod
-    def _out(frame: bytes, h: AgqHeader, dst_mac=None, dst_ip=None, swap=False) -> bytes:
+    def _out(self, frame: bytes, h: AgqHeader, dst_mac=None, dst_ip=None, swap=False) -> bytes:
         """The frame as it leaves: new agq header, destination rewritten or
         source/destination swapped, IPv4 checksum recomputed, UDP checksum 0."""
         b = bytearray(frame)
@@ -133,7 +133,7 @@ class AgqModel:
         b[24:26] = b"\0\0"
         b[24:26] = struct.pack("!H", ip_checksum(bytes(b[14:34])))
         b[40:42] = b"\0\0"
-        b[-AGQ_LEN:] = h.pack()
+        b[-AGQ_LEN:] = h.copy(epoch=self.epoch).pack()
         return bytes(b)
 
     def _deliver(self, job, frame, h, out: dict, to_ps: bool = False):
@@ -153,7 +153,9 @@ class AgqModel:
         h = AgqHeader.unpack(frame[-AGQ_LEN:])
         src_ip, _ = self._ip(frame)
         # §4 step 1: admission; nothing is touched before it passes.
-        if h.ver != VERSION or h.n_lanes != LANES or h.type not in (DATA, PS_RESULT):
+        if h.ver != VERSION or h.n_lanes not in (16, LANES) or h.type not in (DATA, PS_RESULT):
+            return out
+        if h.job_id in self.jobs and h.n_lanes != LANES:   # every job of the suite has lanes = 32
             return out
         job = self.jobs.get(h.job_id)
         if job is None:

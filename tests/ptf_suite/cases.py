@@ -125,6 +125,9 @@ def classic_cases() -> list[Case]:
 
 
 # ----------------------------------------------------------------- agq
+# The boot epoch the suite's switch runs with (PROTOCOL §11: in every frame
+# the switch makes), fixed so that frames compare byte for byte.
+SUITE_EPOCH = 0x5EED
 # One configuration for every agq case, so a Tofino loads it once
 # (p4src/bfrt/setup_agq.py) and runs the whole suite. Each case uses its own
 # aggregator row of job 1 (4 slots per row: slots 64, rows 16 -> row_shift 2)
@@ -133,6 +136,7 @@ def classic_cases() -> list[Case]:
 AGQ_CONFIG = f"""
 [switch]
 pipeline = "agq"
+epoch = {SUITE_EPOCH}
 [agq]
 total_rows = 64
 total_slots = 256
@@ -191,9 +195,9 @@ def _jobs():
             Job(2, 2, 16, 4, {0: w("w1"), 1: w("w0")}, **common)]
 
 
-def agq_header(typ, flags, job, worker, n, slot, seq, req, width, pos, guard, exp, lanes) -> bytes:
+def agq_header(typ, flags, job, worker, n, slot, seq, req, width, pos, guard, exp, lanes, epoch=0) -> bytes:
     return (struct.pack("!BBHBBHIBBBBbBH", (1 << 4) | typ, flags, job, worker, n, slot, seq, req, width, pos,
-                        guard, exp, 32, 0) + struct.pack("!32I", *lanes))
+                        guard, exp, 32, epoch) + struct.pack("!32I", *lanes))
 
 
 def _data(role, job, wid, slot, seq, req, lanes, flags=0, n=2, **kw) -> bytes:
@@ -210,7 +214,7 @@ class _Scenario:
     (agq_model.py), which says what the switch must emit."""
 
     def __init__(self):
-        self.model = AgqModel(_jobs())
+        self.model = AgqModel(_jobs(), SUITE_EPOCH)
         self.steps: list[Step] = []
 
     def send(self, role, frame, expect_count=None):
@@ -242,7 +246,7 @@ def agq_cases() -> list[Case]:
     f1 = udp_frame("w1", "ps", d1, 50100, 50100)
 
     def result_for(role, wid):
-        r = agq_header(2, 0, 1, wid, 2, 3, 42, 32, 32, 0, 1, -4, s)
+        r = agq_header(2, 0, 1, wid, 2, 3, 42, 32, 32, 0, 1, -4, s, epoch=SUITE_EPOCH)
         return udp_frame("w1", role, r, 50100, 50100)
 
     steps = [Step("w0", f0, {}), Step("w1", f1, {"w0": [result_for("w0", 0)], "w1": [result_for("w1", 1)]})]

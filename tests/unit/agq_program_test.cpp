@@ -425,6 +425,53 @@ TEST_F(AgqScenario, OrdinaryTrafficIsForwardedAndEgressLeavesItAlone) {
   EXPECT_EQ(counter("agq_packets"), 0u);
 }
 
+// The 16-lane profile (PROTOCOL §10): 126-byte frames, lane00..lane15 only;
+// a packet whose n_lanes is not the job's is malformed. Every frame the
+// switch makes carries the boot epoch (§11), the DATA's epoch is ignored.
+TEST_F(AgqScenario, SixteenLaneProfileAndBootEpoch) {
+  prog.set_epoch(0x1234);
+  JobSpec j = job_spec(1, 2, 2, 1);
+  j.lanes = 16;
+  add(j);
+  std::mt19937 rng(15);
+  const Chunk c = make_chunk(rng, 2, 16);
+  auto pkt = [&](uint8_t w) {
+    Agq a = data_pkt(j, w, 0, 0, 16, c.u[w]);
+    a.n_lanes = 16;
+    a.epoch = 0x7777;
+    return a;
+  };
+  Agq wrong = pkt(0);
+  wrong.n_lanes = 32;
+  EXPECT_TRUE(is_drop(send(j, wrong).decision, AgqDrop::Malformed));
+  const Out o0 = send(j, pkt(0));
+  EXPECT_EQ(o0.bytes.size(), 126u);
+  EXPECT_TRUE(is_drop(o0.decision, AgqDrop::Absorbed));
+  const Out o1 = send(j, pkt(1));
+  ASSERT_EQ(o1.decision.kind, Decision::Kind::Multicast);
+  ASSERT_TRUE(o1.parsed);
+  EXPECT_EQ(o1.bytes.size(), 126u);
+  EXPECT_EQ(o1.hdr.agq.epoch, 0x1234);
+  EXPECT_EQ(o1.hdr.agq.n_lanes, 16);
+  std::vector<uint32_t> expect = c.expect(16, 16, 1);
+  std::fill(expect.begin() + 16, expect.end(), 0u);
+  EXPECT_EQ(lanes_of(o1.hdr), expect);
+  for (const Replica& r : replicas(o1)) {
+    EXPECT_EQ(r.bytes.size(), 126u);
+    EXPECT_EQ(r.hdr.agq.epoch, 0x1234);
+  }
+  const uint32_t row = prog.placement(1)->row_base;
+  EXPECT_NE(cell(row, "lane15.v0"), 0u);
+  for (int k = 16; k < 32; ++k) EXPECT_EQ(cell(row, "lane" + std::to_string(k) + ".v0"), 0u) << k;
+  // A retransmission after completion: the resent RESULT carries it too.
+  Agq again = pkt(0);
+  again.flags |= proto::kAgqFlagRetransmit;
+  const Out o2 = send(j, again);
+  ASSERT_TRUE(o2.parsed);
+  EXPECT_EQ(o2.hdr.agq.epoch, 0x1234);
+  EXPECT_EQ(counter("drops_agq_malformed"), 1u);
+}
+
 TEST_F(AgqScenario, TnaRuleCheckIsLiveInThisBuild) {
 #ifdef AGQ_CHECK_TNA_RULES
   tna::Register<Pair<uint32_t>> r("lane00", 1);

@@ -79,9 +79,9 @@ inline std::vector<uint8_t> worker_frame(const JobSpec& j, uint8_t w, const Agq&
   f.dst_ip = kPsIp;
   f.src_port = proto::kAgqPort;
   f.dst_port = proto::kAgqPort;
-  uint8_t payload[Agq::kLen];
+  uint8_t payload[Agq::kLen] = {};
   a.encode(payload);
-  return proto::build_udp_frame(f, payload);
+  return proto::build_udp_frame(f, std::span<const uint8_t>(payload, size_t(a.len())));
 }
 inline std::vector<uint8_t> ps_frame(const Agq& a) {
   proto::UdpFrameSpec f;
@@ -91,9 +91,9 @@ inline std::vector<uint8_t> ps_frame(const Agq& a) {
   f.dst_ip = 0x0A000001;
   f.src_port = proto::kAgqPort;
   f.dst_port = proto::kAgqPort;
-  uint8_t payload[Agq::kLen];
+  uint8_t payload[Agq::kLen] = {};
   a.encode(payload);
-  return proto::build_udp_frame(f, payload);
+  return proto::build_udp_frame(f, std::span<const uint8_t>(payload, size_t(a.len())));
 }
 
 struct Out {

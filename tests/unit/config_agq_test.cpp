@@ -125,6 +125,23 @@ TEST_F(ConfigAgqTest, DefaultsAndOrder) {
   EXPECT_EQ(c.port_refs[0].line, 10);
 }
 
+TEST_F(ConfigAgqTest, LaneProfileAndEpoch) {
+  // lanes = 32 by default; 16 is the other profile; anything else names the line.
+  EXPECT_EQ(load_config(write(kGood)).jobs[0].spec.lanes, 32);
+  EXPECT_EQ(load_config(write(kHead + kJob + "lanes = 16\n" + kW0 + kW1)).jobs[0].spec.lanes, 16);
+  expect_error(kHead + kJob + "lanes = 24\n" + kW0 + kW1, 8, "job[0].lanes", "not 32 or 16");
+  expect_error(kHead + kJob + "lanes = 64\n" + kW0 + kW1, 8, "job[0].lanes", "out of range 16..32");
+  expect_error(kHead + kJob + "lanes = \"16\"\n" + kW0 + kW1, 8, "job[0].lanes", "expected an integer");
+  // [switch] epoch: fixed when given, else a random nonzero one.
+  const SwitchConfig fixed = load_config(write("[switch]\npipeline = \"agq\"\nepoch = 4660\n"));
+  EXPECT_EQ(fixed.epoch, 4660);
+  EXPECT_TRUE(fixed.epoch_fixed);
+  const SwitchConfig random = load_config(write(kGood));
+  EXPECT_NE(random.epoch, 0);
+  EXPECT_FALSE(random.epoch_fixed);
+  expect_error("[switch]\npipeline = \"agq\"\nepoch = 0\n", 3, "switch.epoch", "out of range 1..65535");
+}
+
 TEST_F(ConfigAgqTest, NoJobsIsFine) {
   const SwitchConfig c = load_config(write(kHead + "[agq]\ntotal_rows = 16\ntotal_slots = 64\n"));
   EXPECT_TRUE(c.jobs.empty());
@@ -238,11 +255,7 @@ TEST_F(ConfigAgqTest, MakeProgramAndInstallJobs) {
   EXPECT_EQ(prog->name(), "agq");
   install_entries(c, *prog);
   auto& agq = static_cast<AgqProgram&>(*prog);
-  std::vector<pipeline::agq::JobSpec> jobs;
-  {
-    std::lock_guard g(prog->lock());
-    jobs = agq.jobs();
-  }
+  std::vector<pipeline::agq::JobSpec> jobs = agq.jobs();
   ASSERT_EQ(jobs.size(), 2u);
   std::sort(jobs.begin(), jobs.end(), [](auto& a, auto& b) { return a.job_id < b.job_id; });
   EXPECT_EQ(jobs[0].job_id, 1);

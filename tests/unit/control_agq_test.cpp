@@ -87,10 +87,10 @@ TEST_F(AgqCommandsTest, AddListDel) {
       "worker=1,2,10.0.0.2,02:00:00:00:00:02\n";
   EXPECT_EQ(ok(cp, "job list"), line);
   ok(cp, "job add 9 workers=1 slots=4 rows=1 delivery=ps ps=3,10.0.0.100,02:00:00:00:00:64 max_width=16 "
-         "worker=0,0,10.0.0.9,02:00:00:00:00:09");
+         "lanes=16 worker=0,0,10.0.0.9,02:00:00:00:00:09");
   EXPECT_EQ(ok(cp, "job list"),
             line + "9 workers=1 slots=4 rows=1 delivery=ps ps=3,10.0.0.100,02:00:00:00:00:64 max_width=16 "
-                   "worker=0,0,10.0.0.9,02:00:00:00:00:09\n");
+                   "lanes=16 worker=0,0,10.0.0.9,02:00:00:00:00:09\n");
   // The listed line is itself a valid 'job add' after removal.
   ok(cp, "job del 7");
   ok(cp, "job add " + line.substr(0, line.size() - 1));
@@ -130,6 +130,8 @@ TEST_F(AgqCommandsTest, ArgumentErrors) {
       {"job add 1 workers=1 slots=1 rows=1 max_width=6" + w0, "not a multiple of 4"},
       {"job add 1 workers=1 slots=1 rows=1 max_width=40" + w0, "max_width: 40 is out of range 4..32"},
       {"job add 1 workers=1 slots=1 rows=1 delivery=bcast" + w0, "not multicast or ps"},
+      {"job add 1 workers=1 slots=1 rows=1 lanes=24" + w0, "lanes 24 is not 32 or 16"},
+      {"job add 1 workers=1 slots=1 rows=1 lanes=8" + w0, "lanes: 8 is out of range 16..32"},
       {"job add 1 workers=1 slots=1 rows=1 delivery=ps" + w0, "needs a PS"},
       {"job add 1 workers=1 slots=1 rows=1 ps=1,10.0.0.1" + w0, "ps: expected <port>,<ip>,<mac>"},
       {"job add 1 workers=1 slots=1 rows=1 ps=9,10.0.0.1,02:00:00:00:00:01" + w0, "port 9 does not exist (4 ports: 0..3)"},

@@ -78,7 +78,6 @@ class ControlPlaneTest : public ::testing::Test {
     tna::IngressIntrinsicMd md;
     md.ingress_port = port;
     md.ingress_mac_tstamp_ns = now_ns() - age_s * 1'000'000'000ull;
-    std::lock_guard g(prog.lock());
     prog.process(f, md);
   }
 
@@ -99,7 +98,6 @@ class ControlPlaneTest : public ::testing::Test {
     auto f = proto::build_agq_classic_frame(s, a);
     tna::IngressIntrinsicMd md;
     md.ingress_port = 1;
-    std::lock_guard g(prog.lock());
     prog.process(f, md);
   }
 

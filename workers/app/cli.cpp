@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 
 #include "app/options.hpp"
+#include "lib/verify_mode.hpp"
 
 namespace agq::worker {
 
@@ -47,7 +48,15 @@ int parse_options(int argc, char** argv, Options& o) {
       ->capture_default_str();
   app.add_option("--rto-ms", o.rto_ms, "agq: first retransmission timeout per slot (doubles per retry)")
       ->capture_default_str();
+  app.add_option("--rto-min-ms", o.rto_min_ms,
+                 "agq: floor of the RTO's variance term (RTO = srtt + max(4 rttvar, this))")
+      ->capture_default_str();
   app.add_option("--rto-max-ms", o.rto_max_ms, "agq: retransmission timeout cap")->capture_default_str();
+  app.add_option("--verify", o.verify,
+                 "agq: check results against the scalar reference: all | sample:K (one chunk in K) | off")
+      ->capture_default_str();
+  app.add_option("--lanes", o.lanes, "agq: the job's lane profile, 32 or 16 (PROTOCOL.md §10)")
+      ->check(CLI::IsMember({32u, 16u}))->capture_default_str();
   app.add_option("--max-retries", o.max_retries, "agq: retransmissions of one slot before giving up (exit 4)")
       ->capture_default_str();
   app.add_option("--slot-base", o.job.slot_base, "first aggregator (hash1) of the job")->capture_default_str();
@@ -96,6 +105,10 @@ int parse_options(int argc, char** argv, Options& o) {
     o.agq.elements = o.job.elements;
     // --window defaults to every slot in agq (classic's default is its slot count).
     o.agq.window = app.count("--window") ? o.job.window : 0;
+    if (std::string err; !parse_verify(o.verify, o.verify_every, err)) {
+      std::fprintf(stderr, "agq-worker: %s\n", err.c_str());
+      return 2;
+    }
     if (const std::string err = o.agq.validate(); !err.empty()) {
       std::fprintf(stderr, "agq-worker: %s\n", err.c_str());
       return 2;

@@ -58,6 +58,9 @@ int run_agq_worker(const Options& o, Ports& ports) {
   cfg.error_budget = o.error_budget;
   cfg.margin = o.margin;
   cfg.rto_ns = uint64_t(o.rto_ms * 1e6);
+  cfg.rto_min_ns = uint64_t(o.rto_min_ms * 1e6);
+  cfg.verify_every = o.verify_every;
+  cfg.lanes = uint8_t(o.lanes);
   cfg.rto_max_ns = uint64_t(o.rto_max_ms * 1e6);
   cfg.max_retries = o.max_retries;
   cfg.reply_timeout_ns = uint64_t(o.reply_timeout_s * 1e9);
@@ -71,6 +74,7 @@ int run_agq_worker(const Options& o, Ports& ports) {
   poll_loop(eng, ports, o, "worker");
   const Counters& c = eng.counters();
   const AgqStats& s = eng.stats();
+  const EngineStats& es = eng.engine_stats();
   // Throughput from the first DATA to the last RESULT: start-up and linger excluded.
   const double secs = eng.last_result_ns() > eng.first_send_ns()
                           ? double(eng.last_result_ns() - eng.first_send_ns()) * 1e-9 : 0.0;
@@ -102,7 +106,8 @@ int run_agq_worker(const Options& o, Ports& ports) {
             .num("job_id", uint64_t(o.agq.job_id)).num("workers", uint64_t(o.agq.num_workers))
             .num("rounds", uint64_t(o.agq.rounds)).num("chunks", o.agq.chunks())
             .num("rounds_done", s.rounds_done).num("seconds", secs).num("elements_done", eng.elements_done())
-            .num("elements_per_s", eps).num("results", s.results).num("exact", s.exact)
+            .num("elements_per_s", eps).num("results", s.results).str("verify", o.verify)
+            .num("checked", s.checked).num("exact", s.exact)
             .num("mismatches", s.mismatches).num("bad_header", s.bad_header).num("fallbacks", s.fallbacks)
             .num("overflow_results", s.overflow_results).num("redos", s.redos)
             .num("retransmissions", s.retransmissions).num("max_retries_seen", s.max_retries_seen)
@@ -120,13 +125,21 @@ int run_agq_worker(const Options& o, Ports& ports) {
                                            .num("elements", s.error.elements).num("clipped", s.error.clipped)
                                            .num("max_abs", s.error.max_abs).num("rms", s.error.rms())
                                            .num("max_over_bound", s.error.max_over_bound)
+                                           .num("bound", s.error_bound)
                                            .done())
+            .raw("engine", Json()
+                               .num("srtt_us", es.srtt_ns * 1e-3).num("rttvar_us", es.rttvar_ns * 1e-3)
+                               .num("rto_us", double(es.rto_ns) * 1e-3).num("rtt_samples", es.rtt_samples)
+                               .num("switch_restarts", es.switch_restarts).num("link_downs", es.link_downs)
+                               .num("epoch", uint64_t(es.epoch))
+                               .done())
             .raw("counters", counters_json(c))
             .done()
             .c_str());
   } else {
     std::printf(
-        "worker %s: %s in %.2f s: %llu/%u rounds, %llu results (%llu exact, %llu MISMATCHES), %.3g elem/s\n"
+        "worker %s: %s in %.2f s: %llu/%u rounds, %llu results, verify %s: %llu checked (%llu exact, %llu "
+        "MISMATCHES), %.3g elem/s\n"
         "worker %s: widths requested [%s] granted [%s]; per round avg granted %s bits\n"
         "worker %s: switch memory: %.2f bits per element vs 32 -> %.2fx less; a row half holds %.2f sequences "
         "(max %llu), %.1f of 32 bits (max %llu)\n"
@@ -134,7 +147,7 @@ int run_agq_worker(const Options& o, Ports& ports) {
         "duplicate results %llu\n"
         "worker %s: error vs float sum: max %.3g, rms %.3g (%.2f of the bound), %llu clipped elements\n",
         ids.c_str(), status.c_str(), secs, (unsigned long long)s.rounds_done, o.agq.rounds,
-        (unsigned long long)s.results, (unsigned long long)s.exact, (unsigned long long)s.mismatches, eps,
+        (unsigned long long)s.results, o.verify.c_str(), (unsigned long long)s.checked, (unsigned long long)s.exact, (unsigned long long)s.mismatches, eps,
         ids.c_str(), hist_text(s.req_hist).c_str(), hist_text(s.granted_hist).c_str(), per_round_json(s).c_str(),
         ids.c_str(), avg, saving, row_seqs, (unsigned long long)s.row_seqs_max, row_bits,
         (unsigned long long)s.row_bits_max, ids.c_str(), (unsigned long long)s.retransmissions,

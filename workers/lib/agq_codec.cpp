@@ -18,10 +18,13 @@ Encoded encode(float x, int width, int guard, int exponent) {
   const double scaled = std::ldexp(double(x), -exponent);
   Encoded r;
   int64_t q;
-  if (!std::isfinite(scaled) || scaled > double(hi)) {
-    q = std::isnan(scaled) ? 0 : hi;  // NaN is reported like a clip: the value is lost
+  if (std::isnan(scaled)) {
+    q = 0;  // NaN is reported like a clip: the value is lost
     r.clipped = true;
-  } else if (scaled < double(lo)) {
+  } else if (scaled > double(hi)) {  // +Inf too
+    q = hi;
+    r.clipped = true;
+  } else if (scaled < double(lo)) {  // -Inf too
     q = lo;
     r.clipped = true;
   } else {
@@ -50,12 +53,15 @@ double error_bound(unsigned n, int exponent, int d) {
 
 int exponent_for(double range, int value_bits) {
   if (value_bits < 2) return kMaxExponent;  // no representable magnitude (callers use min_width)
-  const double top = double((uint64_t(1) << (value_bits - 1)) - 1);
   if (!(range > 0) || !std::isfinite(range)) return kMinExponent;
-  // Smallest e with range / 2^e <= top (rounding up to top + 0.5 would clip).
-  int e = int(std::ceil(std::log2(range / top)));
-  while (e > kMinExponent && std::ldexp(range, -(e - 1)) <= top) --e;  // log2 rounding guard
-  while (std::ldexp(range, -e) > top) ++e;
+  // Smallest e with range <= top * 2^e, top = 2^(b-1) - 1 (rounding up to top + 0.5 would clip).
+  // range = m * 2^k, m in [0.5, 1): top * 2^(k-b+1) = 2^k (1 - 2^(1-b)) holds range iff
+  // m <= 1 - 2^(1-b); one exponent less never does (it is below 2^(k-1) <= range). Exact,
+  // no log2 rounding, a few ns: it runs once per chunk on the packet path.
+  int k;
+  const double m = std::frexp(range, &k);
+  int e = k - (value_bits - 1);
+  if (m > 1.0 - std::ldexp(1.0, 1 - value_bits)) ++e;
   return std::clamp(e, kMinExponent, kMaxExponent);
 }
 

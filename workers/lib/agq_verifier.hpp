@@ -1,12 +1,20 @@
-// Every process of an agq job can regenerate every worker's gradient of
-// every round (counter-based sources, per-round seeds), so each worker
-// checks each RESULT bit for bit against sum_i(u_i >> d) and measures the
-// decoded sum's error against the exact float sum.
+// The synthetic gradients of an agq job and the check of its results.
+//
+// Every process can build every worker's gradient of every round (counter-
+// based sources, per-round seeds): AgqGradients generates them once, up
+// front, into plain buffers, which the workers send from and the verifier
+// reads (never regenerated per check).
+//
+// AgqVerifier checks one RESULT against a reference that shares nothing
+// with the packet path's vectorised encoder: it re-encodes every worker's
+// values with the scalar agqc::encode, checks that our own DATA carried
+// exactly those lanes, that the result lanes are exactly sum_i(u_i >> d),
+// and that the decoded values are within the float error bound of the exact
+// float sum.
 #pragma once
 
 #include <array>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -15,52 +23,50 @@
 #include "lib/agq_job.hpp"
 #include "lib/gradient_source.hpp"
 #include "lib/verifier.hpp"
+#include "lib/verify_mode.hpp"
 
 namespace agq::worker {
 
 using AgqLanes = std::array<uint32_t, kAgqLanes>;
 
-// The N workers' gradients, one set of sources per round (built on demand).
 class AgqGradients {
  public:
-  bool init(const AgqJobSpec& job, const std::string& spec, uint64_t seed, std::string& err);
-  // Element i of worker w in round r; padding past the tensor's end is 0.
-  float value(unsigned w, uint32_t round, uint64_t i);
-  // Worker w's encoded lanes of a chunk; `clipped` set if any lane clipped.
-  AgqLanes encode(unsigned w, uint32_t round, uint64_t chunk, const agqc::ChunkParams& p, bool& clipped);
-  void release_before(uint32_t round);  // sources of older rounds are no longer needed
+  // Builds worker w's tensors of every round for w in `workers` (all N when empty).
+  bool init(const AgqJobSpec& job, const std::string& spec, uint64_t seed, const std::vector<unsigned>& workers,
+            std::string& err);
+  bool has(unsigned w) const { return w < bufs_.size() && !bufs_[w].empty(); }
+  // Worker w's tensor of round r (r < job.rounds).
+  const std::vector<float>& tensor(unsigned w, uint32_t round) const { return bufs_[w][round]; }
   const std::string& describe() const { return describe_; }
 
  private:
-  const std::vector<std::unique_ptr<GradientSource>>& round_sources(uint32_t round);
-
-  AgqJobSpec job_;
-  std::string spec_;
-  uint64_t seed_ = 1;
-  int guard_ = 0;
+  std::vector<std::vector<std::vector<float>>> bufs_;  // [worker][round]
   std::string describe_;
-  std::map<uint32_t, std::vector<std::unique_ptr<GradientSource>>> rounds_;
 };
 
 struct AgqCheck {
   bool exact = true;
+  bool sent_ok = true;      // our DATA lanes equal the reference encoding
   int bad_lane = -1;
-  AgqLanes expected{};
-  std::array<double, kAgqLanes> decoded{};  // the decoded sums (what the job uses)
-  bool any_clipped = false;                 // some contribution clipped (OVERFLOW expected)
+  uint32_t got = 0, expected = 0;
+  bool any_clipped = false;  // some contribution clipped (OVERFLOW expected)
 };
 
 class AgqVerifier {
  public:
-  AgqVerifier(AgqGradients& g, const AgqJobSpec& job) : g_(g), job_(job), guard_(agqc::guard_bits(job.num_workers)) {}
-  // A result of chunk `chunk` of `round` encoded with `p`, granted `width`
-  // bits (d = p.width - width), lanes as received. Updates stats.
-  AgqCheck check(uint32_t round, uint64_t chunk, const agqc::ChunkParams& p, int width, const AgqLanes& got,
-                 ErrorStats& err, bool measure);
+  AgqVerifier(const AgqGradients& g, const AgqJobSpec& job, unsigned lanes)
+      : g_(g), job_(job), lanes_(lanes), guard_(agqc::guard_bits(job.num_workers)) {}
+  // A result of chunk `chunk` of `round` encoded with p, granted `width`
+  // bits; result and sent lanes big-endian as in the frames (sent may be
+  // null); decoded: the values the engine wrote (null for a redone result,
+  // which measures no error). `self` = our worker id.
+  AgqCheck check(uint32_t round, uint64_t chunk, const agqc::ChunkParams& p, int width, const uint8_t* result_be,
+                 const uint8_t* sent_be, unsigned self, const float* decoded, ErrorStats& err) const;
 
  private:
-  AgqGradients& g_;
+  const AgqGradients& g_;
   AgqJobSpec job_;
+  unsigned lanes_;
   int guard_;
 };
 

@@ -21,7 +21,7 @@ Endpoint agq_endpoint(uint16_t job_id, uint8_t host) {
 Endpoint agq_worker_endpoint(uint16_t job_id, unsigned worker_id) { return agq_endpoint(job_id, uint8_t(worker_id + 1)); }
 Endpoint agq_ps_endpoint(uint16_t job_id) { return agq_endpoint(job_id, 254); }
 
-AgqFrameTemplate::AgqFrameTemplate(const Endpoint& src, const Endpoint& dst) {
+AgqFrameTemplate::AgqFrameTemplate(const Endpoint& src, const Endpoint& dst, unsigned lanes) : lanes_(lanes) {
   proto::UdpFrameSpec s;
   s.src_mac = src.mac;
   s.dst_mac = dst.mac;
@@ -31,12 +31,52 @@ AgqFrameTemplate::AgqFrameTemplate(const Endpoint& src, const Endpoint& dst) {
   s.dst_port = proto::kAgqPort;
   uint8_t hdr[proto::Agq::kLen] = {};
   proto::Agq{}.encode(hdr);
-  frame_ = proto::build_udp_frame(s, hdr);
+  frame_ = proto::build_udp_frame(s, std::span<const uint8_t>(hdr, 20 + 4 * lanes));
 }
 
-void AgqFrameTemplate::write(const proto::Agq& h, uint8_t* out) const {
+void AgqFrameTemplate::write_l2l4(uint8_t* out, uint16_t src_port) const {
   std::memcpy(out, frame_.data(), kHdrOffset);
-  h.encode(out + kHdrOffset);
+  out[kHdrOffset - 8] = uint8_t(src_port >> 8);
+  out[kHdrOffset - 7] = uint8_t(src_port);
+}
+
+void AgqFrameTemplate::write(const proto::Agq& h, uint8_t* out, uint16_t src_port) const {
+  write_l2l4(out, src_port);
+  if (lanes_ == uint32_t(proto::kAgqLanes)) {
+    h.encode(out + kHdrOffset);
+    return;
+  }
+  uint8_t full[proto::Agq::kLen];
+  h.encode(full);
+  full[17] = uint8_t(lanes_);
+  std::memcpy(out + kHdrOffset, full, 20 + 4 * lanes_);
+}
+
+const uint8_t* find_agq_header(std::span<const uint8_t> f) {
+  size_t off = 12;
+  if (f.size() < off + 2) return nullptr;
+  uint16_t et = uint16_t(f[off] << 8 | f[off + 1]);
+  off += 2;
+  if (et == 0x8100) {
+    if (f.size() < off + 4) return nullptr;
+    et = uint16_t(f[off + 2] << 8 | f[off + 3]);
+    off += 4;
+  }
+  if (et != 0x0800 || f.size() < off + 20) return nullptr;
+  const uint8_t* ip = f.data() + off;
+  const unsigned ihl = ip[0] & 0x0F;
+  // IPv4, a whole datagram (no fragment), UDP
+  if ((ip[0] >> 4) != 4 || ihl < 5 || (ip[6] & 0x3F) || ip[7] || ip[9] != 17) return nullptr;
+  off += 4 * ihl;
+  if (f.size() < off + 8 + 20) return nullptr;
+  const uint8_t* udp = f.data() + off;
+  if (uint16_t(udp[2] << 8 | udp[3]) != proto::kAgqPort) return nullptr;
+  const uint8_t* h = udp + 8;
+  const unsigned n_lanes = h[17];
+  if ((h[0] >> 4) != proto::kAgqVersion || (n_lanes != 16 && n_lanes != 32) ||
+      f.size() < off + 8 + 20 + 4 * n_lanes)
+    return nullptr;
+  return h;
 }
 
 std::optional<proto::Agq> parse_agq(std::span<const uint8_t> frame) {

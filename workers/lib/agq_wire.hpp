@@ -18,19 +18,38 @@
 namespace agq::worker {
 
 inline constexpr size_t kAgqDataFrameLen = 14 + 20 + 8 + proto::Agq::kLen;  // 190, untagged
+inline constexpr size_t kAgqHdrOffset = 14 + 20 + 8;                           // untagged frames we build
+// Untagged frame length of the lane profile (PROTOCOL.md §10): 190 (32 lanes) or 126 (16).
+inline constexpr size_t agq_frame_len(unsigned lanes) { return kAgqHdrOffset + 20 + 4 * lanes; }
+// UDP source port of a packet of shard k (PROTOCOL.md §10).
+inline constexpr uint16_t agq_shard_port(uint32_t shard) { return uint16_t(0xC000 | (shard & 0x0FFF)); }
 
 Endpoint agq_worker_endpoint(uint16_t job_id, unsigned worker_id);
 Endpoint agq_ps_endpoint(uint16_t job_id);
 
-// A prebuilt Ethernet/IPv4/UDP(50100) frame; the agq header is written per packet.
+// A prebuilt Ethernet/IPv4/UDP(50100) frame of the lane profile; the agq
+// header is written per packet.
 class AgqFrameTemplate {
  public:
-  AgqFrameTemplate(const Endpoint& src, const Endpoint& dst);
-  void write(const proto::Agq& h, uint8_t* out) const;  // kAgqDataFrameLen bytes
+  AgqFrameTemplate(const Endpoint& src, const Endpoint& dst, unsigned lanes = 32);
+  // The whole frame for h (its first `lanes` lanes), agq_frame_len(lanes) bytes.
+  void write(const proto::Agq& h, uint8_t* out, uint16_t src_port = proto::kAgqPort) const;
+  // Only Ethernet/IPv4/UDP (kAgqHdrOffset bytes), UDP source port `src_port`:
+  // the packet path writes the agq header and lanes itself.
+  void write_l2l4(uint8_t* out, uint16_t src_port) const;
+  unsigned lanes() const { return lanes_; }
+  size_t frame_len() const { return agq_frame_len(lanes_); }
 
  private:
   std::vector<uint8_t> frame_;
+  unsigned lanes_;
 };
+
+// The agq header of a frame read in place (the packet path's parser: no
+// copy of the lanes): Ethernet (one optional 802.1Q tag), IPv4, UDP to
+// 50100, ver 1, n_lanes 16 or 32 and the frame long enough for them.
+// nullptr if the frame is anything else.
+const uint8_t* find_agq_header(std::span<const uint8_t> frame);
 
 // The agq header of a frame, if it is one (UDP to 50100, parsed by the switch's parser).
 std::optional<proto::Agq> parse_agq(std::span<const uint8_t> frame);

@@ -36,7 +36,7 @@ tna::Decision tm_decision(const Metadata& md, const tna::IngressIntrinsicMdForTm
 }  // namespace
 
 AgqProgram::AgqProgram(AgqConfig cfg, ForwardingConfig fwd_cfg, tna::ReplicationEngine& pre)
-    : SwitchProgram(fwd_cfg, pre), impl_(std::make_unique<Impl>(cfg)) {}
+    : AgqSwitchProgram(fwd_cfg, pre), impl_(std::make_unique<Impl>(cfg)) {}
 
 AgqProgram::~AgqProgram() = default;
 
@@ -145,6 +145,10 @@ void AgqProgram::clear_counters() {
 
 void AgqProgram::clear_state() { impl_->ingress.registers().clear(); }
 
+void AgqProgram::set_epoch(uint16_t epoch) { impl_->ingress.set_epoch(epoch); }
+
+const Registers& AgqProgram::registers() const { return impl_->ingress.registers(); }
+
 uint32_t AgqProgram::aggregator_count() const { return impl_->cfg.total_rows; }
 
 SwitchProgram::NamedCells AgqProgram::dump_aggregator(uint32_t row) const {
@@ -163,7 +167,7 @@ SwitchProgram::NamedCells AgqProgram::dump_aggregator(uint32_t row) const {
   pair("row_occupancy", "", r.row_occupancy.read(row));
   for (const auto& lane : r.lanes) pair(lane.name().c_str(), "", lane.read(row));
   // The slots of the job that owns this row, if any.
-  for (const auto& [id, job] : s.jobs) {
+  for (const auto& [id, job] : s.book.records()) {
     const JobPlacement& p = job.place;
     if (row < p.row_base || row >= p.row_base + p.rows) continue;
     const uint32_t first = (row - p.row_base) << p.row_shift;

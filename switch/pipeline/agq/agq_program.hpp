@@ -25,7 +25,7 @@ struct WorkerSpec {
 // Decision::drop_reason of the agq path (program-defined; above pipeline::DropReason).
 enum class AgqDrop : uint16_t {
   None = 0,
-  Malformed = 0x100,  // ver != 1, type not DATA/PS_RESULT, n_lanes != 32
+  Malformed = 0x100,  // ver != 1, type not DATA/PS_RESULT, n_lanes not the job's lanes
   UnknownJob,
   BadWorker,
   BadSlot,
@@ -47,6 +47,7 @@ struct JobSpec {
   uint32_t ps_ipv4 = 0;
   proto::Mac ps_mac{};
   uint8_t max_width = 32;              // memory-pressure cap on granted bits
+  uint8_t lanes = 32;                  // lane profile 32 | 16 (PROTOCOL §10): n_lanes of its packets
 };
 
 struct AgqConfig {
@@ -64,11 +65,35 @@ struct JobPlacement {
   uint8_t guard = 0;             // g = ceil(log2 N)
 };
 
-class AgqProgram final : public SwitchProgram {
+// What the control plane needs of an agq program: jobs. Two programs
+// implement it with equal semantics: AgqProgram, the TNA model (the
+// reference), and fast::AgqFastProgram (switch/pipeline/agq_fast/, what the
+// switch runs); tests/unit/agq_fast_diff_test.cpp proves them equal.
+class AgqSwitchProgram : public SwitchProgram {
  public:
   static constexpr tna::McastGroupId kJobGroupBase = 0x1000;
   static constexpr uint32_t kMaxJobs = 4096;
 
+  using SwitchProgram::SwitchProgram;
+
+  // Control plane (never concurrent with process()). add_job carves
+  // rows/slots from the free space and installs the job's tables and PRE
+  // group; returns an error message or nullopt.
+  virtual std::optional<std::string> add_job(const JobSpec& job) = 0;
+  virtual bool remove_job(uint16_t job_id) = 0;  // clears the job's registers, frees its space
+  virtual std::vector<JobSpec> jobs() const = 0;
+  virtual std::optional<JobPlacement> placement(uint16_t job_id) const = 0;
+
+  // (job_id + row - row_base) & 0xFFF of the job that holds `row`
+  // (docs/PROTOCOL.md section 10; dump_shard.cpp): the lcore whose instance
+  // holds the row's registers.
+  uint32_t aggregator_shard(uint32_t row) const override;
+};
+
+struct Registers;
+
+class AgqProgram final : public AgqSwitchProgram {
+ public:
   AgqProgram(AgqConfig cfg, ForwardingConfig fwd_cfg, tna::ReplicationEngine& pre);
   ~AgqProgram() override;
 
@@ -83,14 +108,15 @@ class AgqProgram final : public SwitchProgram {
   bool has_egress() const override { return true; }
   void egress(std::span<uint8_t> bytes, tna::PortId egress_port, uint16_t rid) override;
   NamedCells dump_aggregator(uint32_t row) const override;
+  void set_epoch(uint16_t epoch) override;
 
-  // Control plane (caller holds lock()). add_job carves rows/slots from the
-  // free space and installs the job's tables and PRE group; returns an error
-  // message or nullopt.
-  std::optional<std::string> add_job(const JobSpec& job);
-  bool remove_job(uint16_t job_id);  // clears the job's registers, frees its space
-  std::vector<JobSpec> jobs() const;
-  std::optional<JobPlacement> placement(uint16_t job_id) const;
+  std::optional<std::string> add_job(const JobSpec& job) override;
+  bool remove_job(uint16_t job_id) override;
+  std::vector<JobSpec> jobs() const override;
+  std::optional<JobPlacement> placement(uint16_t job_id) const override;
+
+  // Every register cell (tests compare them with the fast program's).
+  const Registers& registers() const;
 
  private:
   struct Impl;

@@ -28,7 +28,7 @@ Ingress::Ingress(uint32_t slots, uint32_t rows)
 // Nothing of any job is touched before this returns true.
 bool Ingress::validate(const proto::Agq& a, Metadata& md, const tna::IngressIntrinsicMd& ig_intr_md,
                        const proto::Ipv4& ip) {
-  if (a.ver != proto::kAgqVersion || a.n_lanes != kLanes ||
+  if (a.ver != proto::kAgqVersion || (a.n_lanes != kLanes && a.n_lanes != proto::kAgqLanesT1) ||
       (a.type != AgqType::Data && a.type != AgqType::PsResult)) {
     md.drop = AgqDrop::Malformed;
     return false;
@@ -36,6 +36,10 @@ bool Ingress::validate(const proto::Agq& a, Metadata& md, const tna::IngressIntr
   md.job = job_t.apply(a.job_id);
   if (!md.job.hit) {
     md.drop = AgqDrop::UnknownJob;
+    return false;
+  }
+  if (a.n_lanes != md.job.lanes) {  // the job's lane profile (PROTOCOL §10)
+    md.drop = AgqDrop::Malformed;
     return false;
   }
   md.worker = worker_t.apply(worker_key(a.job_id, a.worker_id));
@@ -185,7 +189,7 @@ void Ingress::first_pass1(proto::Agq& a, Metadata& md, ResubmitMd& resub) {
   // ---- stage 11: resubmit header; stages 10-17: lane00..lane31 (the
   // invariant: a free unit is zero)
   if (!resub.realloc && oldw.cell_mask != 0)
-    for (int k = 0; k < kLanes; ++k) lane_clear(regs_.lanes[k], md.v, ~oldw.cell_mask).execute(md.row);
+    for (int k = 0; k < md.job.lanes; ++k) lane_clear(regs_.lanes[k], md.v, ~oldw.cell_mask).execute(md.row);
   // What this pass arms is a resubmit to pass 2, not another recirculation
   // to pass 1 (else a retried packet would loop through pass 1 until
   // kMaxPasses and be lost).
@@ -221,7 +225,7 @@ void Ingress::first_pass2(proto::Agq& a, Metadata& md, ResubmitMd& resub, bool& 
 //   7 trunc_t (>> d), 8 value mask, 9 align_t (<< 4(8-end)), 10-17 lane_add
 //   (4 lane registers per stage); E0 extract_t (>> 4(8-end)), E1 result
 //   mask (Tofino: egress; here the end of the pass, same bits). `add` =
-//   false reads (adds 0).
+//   false reads (adds 0). A 16-lane job touches lane00..lane15 only.
 void Ingress::lanes(proto::Agq& a, const Metadata& md, bool add, bool extract) {
   uint32_t* x = a.lanes.data();
   const unsigned end = md.pos + md.w;
@@ -231,7 +235,7 @@ void Ingress::lanes(proto::Agq& a, const Metadata& md, bool add, bool extract) {
   if (auto run = tables_.trunc_t.apply(trunc_key(a.req_width >> 2, md.w)).run) run(x);
   for (int k = 0; k < kLanes; ++k) x[k] &= value_mask;
   if (auto run = tables_.align_t.apply(end).run) run(x);
-  for (int k = 0; k < kLanes; ++k) x[k] = lane_add(regs_.lanes[k], md.v, x[k]).execute(md.row);
+  for (int k = 0; k < md.job.lanes; ++k) x[k] = lane_add(regs_.lanes[k], md.v, x[k]).execute(md.row);
   if (!extract) return;
   if (auto run = tables_.extract_t.apply(end).run) run(x);
   for (int k = 0; k < kLanes; ++k) x[k] &= md.grant.result_mask;
@@ -269,6 +273,7 @@ void Ingress::forward(Headers& hdr, Metadata& md, const tna::IngressIntrinsicMd&
   }
   a.type = fa.type;
   a.flags |= fa.set_flags;
+  a.epoch = epoch_;  // every frame the switch makes carries its boot epoch
   hdr.udp.checksum = 0;  // payload rewritten
 
   auto set_dst = [&](const proto::Mac& mac, uint32_t ip) {

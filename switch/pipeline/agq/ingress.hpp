@@ -59,6 +59,8 @@ class Ingress {
   Registers& registers() { return regs_; }
   const Registers& registers() const { return regs_; }
   IngressCounters& counters() { return c_; }
+  // The boot epoch written into every frame this control makes (PROTOCOL §11).
+  void set_epoch(uint16_t epoch) { epoch_ = epoch; }
   const IngressCounters& counters() const { return c_; }
 
   // Control plane: runtime tables.
@@ -77,6 +79,7 @@ class Ingress {
   Registers regs_;
   const ConstTables& tables_;
   IngressCounters c_;
+  uint16_t epoch_ = 0;
 };
 
 }  // namespace agq::pipeline::agq

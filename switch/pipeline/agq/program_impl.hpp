@@ -8,24 +8,20 @@
 
 #include "pipeline/agq/agq_program.hpp"
 #include "pipeline/agq/ingress.hpp"
+#include "pipeline/agq/job_book.hpp"
 #include "pipeline/drop_reason.hpp"
 
 namespace agq::pipeline::agq {
 
-struct JobRecord {
-  JobSpec spec;
-  JobPlacement place;
-};
-
 struct AgqProgram::Impl {
   explicit Impl(const AgqConfig& c)
-      : cfg(c), ingress(c.total_slots, c.total_rows), egress_worker_t("egress_worker_t", 4096 * kMaxWorkers, WorkerAction{}) {}
+      : cfg(c), book(c), ingress(c.total_slots, c.total_rows), egress_worker_t("egress_worker_t", 4096 * kMaxWorkers, WorkerAction{}) {}
 
   AgqConfig cfg;
+  JobBook book;
   Ingress ingress;
   // The egress pipeline's own copy of the worker addresses, key (job_id, rid).
   tna::ExactTable<uint32_t, WorkerAction> egress_worker_t;
-  std::map<uint16_t, JobRecord> jobs;  // by job_id
 
   uint64_t agq_packets = 0, resubmits = 0, parser_errors = 0;
   std::array<uint64_t, std::size_t(DropReason::Count)> fwd_drops{};  // Forwarding's reasons

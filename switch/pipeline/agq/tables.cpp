@@ -37,10 +37,10 @@ void fill_unit_shifts(ConstTables& t, std::integer_sequence<unsigned, D...>) {
   // trunc_t: d = R/4 - w units (a worker asking less than W: no shift).
   for (unsigned r = 2; r <= kUnits; ++r)
     for (unsigned w = 0; w < r; ++w)
-      ((r - w == D ? t.trunc_t.set(trunc_key(r, w), ShiftAction{kTrunc[D], &shr<4 * D>}) : void()), ...);
+      ((r - w == D ? t.trunc_t.set(trunc_key(r, w), ShiftAction{kTrunc[D], &shr<4 * D>, 4 * D}) : void()), ...);
   // key = end = 8 - D units
-  (t.align_t.set(kUnits - D, ShiftAction{kAlign[D], &shl<4 * D>}), ...);
-  (t.extract_t.set(kUnits - D, ShiftAction{kExtract[D], &shr<4 * D>}), ...);
+  (t.align_t.set(kUnits - D, ShiftAction{kAlign[D], &shl<4 * D>, 4 * D}), ...);
+  (t.extract_t.set(kUnits - D, ShiftAction{kExtract[D], &shr<4 * D>, 4 * D}), ...);
 }
 
 template <unsigned... S>
@@ -50,7 +50,7 @@ void fill_row_shifts(ConstTables& t, std::integer_sequence<unsigned, S...>) {
                                            "row_shift_8",  "row_shift_9",  "row_shift_10", "row_shift_11",
                                            "row_shift_12", "row_shift_13", "row_shift_14", "row_shift_15",
                                            "row_shift_16"};
-  (t.slot_row_t.set(S, RowShiftAction{kNames[S], &row_shr<S>}), ...);
+  (t.slot_row_t.set(S, RowShiftAction{kNames[S], &row_shr<S>, S}), ...);
 }
 
 void fill_forward(ConstTables& t) {

@@ -41,6 +41,7 @@ struct JobAction {
   uint8_t guard = 0;
   uint8_t w_min_units = 0;  // narrowest useful grant (W - g >= 2)
   uint8_t max_units = 0;    // max_width / 4
+  uint8_t lanes = 32;       // the job's lane profile: n_lanes of its packets, lanes touched
   uint32_t slots = 0;
   uint32_t slot_base = 0;   // first slot register index of the job
   uint32_t row_base = 0;    // first row of the job
@@ -105,11 +106,13 @@ constexpr std::size_t trunc_key(unsigned r_units, unsigned w) { return (r_units 
 struct ShiftAction {
   const char* name = "NoAction";
   void (*run)(uint32_t* lanes) = nullptr;
+  uint8_t bits = 0;  // the constant amount `run` shifts by (the fast program shifts by it directly)
 };
 // slot_row_t (key row_shift): slot >> row_shift.
 struct RowShiftAction {
   const char* name = "NoAction";
   uint32_t (*run)(uint32_t slot) = nullptr;
+  uint8_t shift = 0;  // the constant amount `run` shifts by
 };
 inline constexpr unsigned kMaxRowShift = 16;
 

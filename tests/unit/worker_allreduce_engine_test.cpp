@@ -1,0 +1,394 @@
+// The allreduce engine's API (what agq-worker and libagq build on), through
+// a small frame-level switch written from docs/PROTOCOL.md §4 (bitmap
+// dedup, count, kept result resent to a retransmitting worker, epoch): many
+// ops in flight on different keys, ops of one key adapting from each other,
+// empty and odd-sized tensors, output aliasing input, both lane profiles,
+// loss, a switch restart mid-op, a dead peer, RTO from the measured RTT.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <random>
+
+#include "lib/agq_codec.hpp"
+#include "lib/allreduce_engine.hpp"
+#include "lib/buffer_frame_io.hpp"
+#include "proto/agq.hpp"
+
+using namespace agq;
+using namespace agq::worker;
+
+namespace {
+
+uint32_t rd32(const uint8_t* p) { return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3]; }
+void wr32(uint8_t* p, uint32_t v) { p[0] = uint8_t(v >> 24), p[1] = uint8_t(v >> 16), p[2] = uint8_t(v >> 8), p[3] = uint8_t(v); }
+
+// Aggregates DATA frames per (slot, version); grants every request in full.
+class MiniSwitch {
+ public:
+  MiniSwitch(unsigned n, uint32_t slots) : n_(n), g_(agqc::guard_bits(n)), st_(size_t(slots) * 2) {}
+  // Frames to deliver: (worker id, frame).
+  std::vector<std::pair<unsigned, std::vector<uint8_t>>> process(std::vector<uint8_t> f) {
+    std::vector<std::pair<unsigned, std::vector<uint8_t>>> out;
+    uint8_t* h = f.data() + kAgqHdrOffset;
+    const unsigned w = h[4], v = h[1] & 1, lanes = h[17];
+    const uint16_t slot = uint16_t(h[6] << 8 | h[7]);
+    S& s = st_[size_t(slot) * 2 + v];
+    S& other = st_[size_t(slot) * 2 + (v ^ 1)];
+    const uint32_t bit = 1u << w;
+    const bool seen = s.bitmap & bit;
+    s.bitmap |= bit;
+    other.bitmap &= ~bit;
+    if (!seen) {
+      s.count = s.count == n_ ? 1 : s.count + 1;
+      if (s.count == 1) {
+        s.frame = f;
+        s.bitmap = bit;
+        s.overflow = false;
+        std::fill(s.sum, s.sum + 32, 0u);
+      }
+      s.overflow |= (h[1] & proto::kAgqFlagOverflow) != 0;
+      for (unsigned k = 0; k < lanes; ++k) s.sum[k] += rd32(h + 20 + 4 * k);
+      if (s.count == n_)
+        for (unsigned x = 0; x < n_; ++x) out.push_back({x, result(s, x)});
+    } else if (s.count == n_) {
+      out.push_back({w, result(s, w)});
+      ++resent;
+    }
+    return out;
+  }
+  void restart() {
+    for (S& s : st_) s = S{};
+    epoch = uint16_t(epoch + 17);
+  }
+  uint16_t epoch = 0x1234;
+  uint64_t resent = 0;
+
+ private:
+  struct S {
+    uint32_t bitmap = 0;
+    unsigned count = 0;
+    bool overflow = false;
+    uint32_t sum[32] = {};
+    std::vector<uint8_t> frame;
+  };
+  std::vector<uint8_t> result(const S& s, unsigned w) const {
+    std::vector<uint8_t> f = s.frame;
+    uint8_t* h = f.data() + kAgqHdrOffset;
+    h[0] = uint8_t(proto::kAgqVersion << 4 | uint8_t(proto::AgqType::Result));
+    h[1] = uint8_t((h[1] & proto::kAgqFlagVersion) | (s.overflow ? proto::kAgqFlagOverflow : 0));
+    h[4] = uint8_t(w);
+    h[13] = h[12];  // full grant
+    h[14] = 0;
+    h[15] = uint8_t(g_);
+    h[18] = uint8_t(epoch >> 8), h[19] = uint8_t(epoch);
+    for (unsigned k = 0; k < h[17]; ++k) wr32(h + 20 + 4 * k, s.sum[k]);
+    return f;
+  }
+  unsigned n_;
+  int g_;
+  std::vector<S> st_;
+};
+
+struct Net {
+  struct Sink final : TxSink {
+    std::deque<std::vector<uint8_t>> q;
+    bool send(uint16_t, std::span<const uint8_t> f) override {
+      q.emplace_back(f.begin(), f.end());
+      return true;
+    }
+  };
+  Net(unsigned n, uint32_t slots, uint8_t lanes = 32, uint32_t window = 0) : sw(n, slots) {
+    for (unsigned w = 0; w < n; ++w) {
+      EngineConfig c;
+      c.job.num_workers = uint8_t(n);
+      c.job.slots = slots;
+      c.job.window = window;
+      c.job.lanes = lanes;
+      c.tuning.rto_init_ns = 20'000'000;
+      c.tuning.rto_min_ns = 2'000'000;
+      c.workers = {WorkerIdentity::defaults(1, w)};
+      cfgs.push_back(c);
+    }
+    sinks.resize(n);
+  }
+  void start() {
+    for (auto& c : cfgs) {
+      ios.push_back(std::make_unique<BufferFrameIo>(c.job.slots, agq_frame_len(c.job.lanes)));
+      engines.push_back(std::make_unique<AllreduceEngine>());
+      std::string err;
+      ASSERT_TRUE(engines.back()->init(c, *ios.back(), err)) << err;
+      ios.back()->set_sink(&sinks[engines.size() - 1]);
+    }
+  }
+  // One step = 1 ms; frames travel `delay_steps` steps each way.
+  // Per step like a poll loop: rx drained first, then the engines' timers and sends.
+  void step() {
+    while (!pending_rx.empty() && pending_rx.front().at <= now) {
+      Pkt p = std::move(pending_rx.front());
+      pending_rx.pop_front();
+      if (!dead[p.to]) engines[p.to]->on_frame(p.f, now);
+    }
+    for (size_t w = 0; w < engines.size(); ++w)
+      if (!dead[w]) engines[w]->tick(now);
+    for (size_t w = 0; w < sinks.size(); ++w)
+      while (!sinks[w].q.empty()) {
+        auto f = std::move(sinks[w].q.front());
+        sinks[w].q.pop_front();
+        if (drop && drop()) continue;
+        in_flight.push_back({now + delay_ns, 0, std::move(f), true});
+      }
+    while (!in_flight.empty() && in_flight.front().at <= now) {
+      Pkt p = std::move(in_flight.front());
+      in_flight.pop_front();
+      if (p.to_switch) {
+        for (auto& [to, r] : sw.process(std::move(p.f))) {
+          if (drop && drop()) continue;
+          pending_rx.push_back({now + delay_ns, to, std::move(r), false});
+        }
+      }
+    }
+    now += 1'000'000;
+  }
+  bool run_until(const std::function<bool()>& done, unsigned max_steps) {
+    for (unsigned i = 0; i < max_steps; ++i) {
+      if (done()) return true;
+      step();
+    }
+    return done();
+  }
+  bool all_idle() const {
+    for (size_t w = 0; w < engines.size(); ++w)
+      if (!dead[w] && !engines[w]->idle()) return false;
+    return true;
+  }
+  struct Pkt {
+    uint64_t at;
+    unsigned to;
+    std::vector<uint8_t> f;
+    bool to_switch;
+  };
+  MiniSwitch sw;
+  std::vector<EngineConfig> cfgs;
+  std::vector<std::unique_ptr<BufferFrameIo>> ios;
+  std::vector<std::unique_ptr<AllreduceEngine>> engines;
+  std::vector<Sink> sinks;
+  std::deque<Pkt> in_flight, pending_rx;
+  mutable std::map<size_t, bool> dead;
+  std::function<bool()> drop;
+  uint64_t delay_ns = 0;
+  uint64_t now = 1'000'000'000ull;
+};
+
+std::vector<float> gradient(unsigned w, size_t n, uint32_t seed) {
+  std::mt19937 rng(seed * 131 + w);
+  std::normal_distribution<float> nd(0, 1);
+  std::vector<float> v(n);
+  for (float& x : v) x = nd(rng);
+  return v;
+}
+
+// Each worker's output equals the others' bit for bit and the float sum within the op's bound.
+void expect_sum(const std::vector<std::vector<float>>& in, const std::vector<std::vector<float>>& out,
+                const AllreduceOp& op) {
+  ASSERT_FALSE(op.failed) << op.error;
+  for (size_t i = 0; i < out[0].size(); ++i) {
+    double s = 0;
+    for (const auto& v : in) s += v[i];
+    ASSERT_LE(std::fabs(out[0][i] - s), op.stats.error_bound + std::fabs(s) * 1e-6) << i;
+    for (const auto& o : out) ASSERT_EQ(std::memcmp(&o[i], &out[0][i], 4), 0);
+  }
+}
+
+}  // namespace
+
+TEST(AllreduceEngine, ManyOpsInFlightOnDifferentKeys) {
+  const unsigned n = 3;
+  Net net(n, 16);
+  net.start();
+  const std::vector<size_t> sizes = {0, 1, 31, 33, 1000, 4096};
+  std::vector<std::vector<std::vector<float>>> in(sizes.size()), out(sizes.size());
+  std::vector<std::vector<OpPtr>> ops(sizes.size());
+  std::vector<int> calls(sizes.size() * n, 0);
+  for (size_t k = 0; k < sizes.size(); ++k)
+    for (unsigned w = 0; w < n; ++w) {
+      in[k].push_back(gradient(w, sizes[k], uint32_t(k)));
+      out[k].emplace_back(sizes[k], -1.0f);
+    }
+  for (size_t k = 0; k < sizes.size(); ++k)
+    for (unsigned w = 0; w < n; ++w) {
+      auto op = make_op(100 + k, in[k][w], out[k][w], [&calls, k, w, n](AllreduceOp&) { ++calls[k * n + w]; });
+      ops[k].push_back(op);
+      EXPECT_TRUE(net.engines[w]->submit(op));
+    }
+  ASSERT_TRUE(net.run_until([&] { return net.all_idle(); }, 5000));
+  for (size_t k = 0; k < sizes.size(); ++k) {
+    for (unsigned w = 0; w < n; ++w) EXPECT_EQ(calls[k * n + w], 1);
+    expect_sum(in[k], out[k], *ops[k][0]);
+    EXPECT_EQ(ops[k][0]->stats.chunks, (sizes[k] + 31) / 32);
+  }
+  EXPECT_EQ(net.engines[0]->counters().retransmissions, 0u);
+}
+
+TEST(AllreduceEngine, OpsOfOneKeyAdaptInOrderAndMayAliasOutput) {
+  const unsigned n = 2;
+  Net net(n, 8);
+  for (auto& c : net.cfgs) c.tuning.error_budget = 1e-2;  // narrower than the 16-bit start
+  net.start();
+  const size_t len = 32 * 20 + 7;
+  std::vector<std::vector<std::vector<float>>> in(3), buf(3);
+  std::vector<std::vector<OpPtr>> ops(3);
+  for (int r = 0; r < 3; ++r)
+    for (unsigned w = 0; w < n; ++w) {
+      in[r].push_back(gradient(w, len, 50 + r));
+      buf[r].push_back(in[r].back());  // output = input memory
+    }
+  // All three submitted at once: the 2nd and 3rd wait for their predecessor's aggregate.
+  for (int r = 0; r < 3; ++r)
+    for (unsigned w = 0; w < n; ++w) {
+      ops[r].push_back(make_op(7, buf[r][w], buf[r][w]));
+      net.engines[w]->submit(ops[r][w]);
+    }
+  ASSERT_TRUE(net.run_until([&] { return net.all_idle(); }, 5000));
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(ops[r][0]->round, uint32_t(r));
+    expect_sum(in[r], buf[r], *ops[r][0]);
+  }
+  EXPECT_EQ(ops[0][0]->stats.req_hist[16 / 4], 21u);  // init width everywhere
+  EXPECT_LT(ops[2][0]->stats.avg_granted_bits(), 16.0);  // adapted to the looser budget
+  EXPECT_EQ(ops[1][1]->stats.req_hist, ops[1][0]->stats.req_hist);  // both workers chose alike
+}
+
+TEST(AllreduceEngine, SixteenLaneProfile) {
+  Net net(4, 8, 16);
+  net.start();
+  std::vector<std::vector<float>> in, out;
+  std::vector<OpPtr> ops;
+  for (unsigned w = 0; w < 4; ++w) {
+    in.push_back(gradient(w, 16 * 30 + 3, 9));
+    out.emplace_back(in.back().size());
+  }
+  for (unsigned w = 0; w < 4; ++w) {
+    ops.push_back(make_op(1, in[w], out[w]));
+    net.engines[w]->submit(ops.back());
+  }
+  ASSERT_TRUE(net.run_until([&] { return net.all_idle(); }, 5000));
+  expect_sum(in, out, *ops[0]);
+  EXPECT_EQ(ops[0]->stats.chunks, 31u);
+  EXPECT_EQ(net.engines[0]->frame_len(), 126u);
+}
+
+TEST(AllreduceEngine, LossIsRecoveredExactly) {
+  Net net(3, 16);
+  net.start();
+  std::mt19937 rng(5);
+  std::bernoulli_distribution lose(0.05);
+  net.drop = [&] { return lose(rng); };
+  std::vector<std::vector<float>> in, out;
+  std::vector<OpPtr> ops;
+  for (unsigned w = 0; w < 3; ++w) {
+    in.push_back(gradient(w, 32 * 300, 3));
+    out.emplace_back(in.back().size());
+  }
+  for (unsigned w = 0; w < 3; ++w) {
+    ops.push_back(make_op(1, in[w], out[w]));
+    net.engines[w]->submit(ops.back());
+  }
+  ASSERT_TRUE(net.run_until([&] { return net.all_idle(); }, 60000)) << net.engines[0]->diagnostic();
+  expect_sum(in, out, *ops[0]);
+  EXPECT_GT(net.engines[0]->counters().retransmissions, 0u);
+}
+
+TEST(AllreduceEngine, SwitchRestartMidOpIsDetectedAndRedone) {
+  Net net(2, 16);
+  net.start();
+  std::vector<std::vector<float>> in, out;
+  std::vector<OpPtr> ops;
+  for (unsigned w = 0; w < 2; ++w) {
+    in.push_back(gradient(w, 32 * 400, 4));
+    out.emplace_back(in.back().size());
+  }
+  for (unsigned w = 0; w < 2; ++w) {
+    ops.push_back(make_op(1, in[w], out[w]));
+    net.engines[w]->submit(ops.back());
+  }
+  for (int i = 0; i < 5; ++i) net.step();
+  // Worker 1's DATA are lost on the way, then the switch loses all state.
+  net.drop = [] { return true; };
+  for (int i = 0; i < 2; ++i) net.step();
+  net.sw.restart();
+  net.drop = nullptr;
+  ASSERT_TRUE(net.run_until([&] { return net.all_idle(); }, 20000)) << net.engines[0]->diagnostic();
+  expect_sum(in, out, *ops[0]);
+  EXPECT_GE(net.engines[0]->stats().switch_restarts, 1u);
+  EXPECT_EQ(net.engines[0]->stats().epoch, net.sw.epoch);
+}
+
+TEST(AllreduceEngine, DeadPeerFailsWithTheStalledSlots) {
+  Net net(3, 8);
+  for (auto& c : net.cfgs) c.tuning.max_retries = 4;
+  net.start();
+  std::vector<std::vector<float>> in, out;
+  std::vector<OpPtr> ops;
+  for (unsigned w = 0; w < 3; ++w) {
+    in.push_back(gradient(w, 32 * 100, 4));
+    out.emplace_back(in.back().size());
+  }
+  for (unsigned w = 0; w < 3; ++w) {
+    ops.push_back(make_op(1, in[w], out[w]));
+    net.engines[w]->submit(ops.back());
+  }
+  for (int i = 0; i < 3; ++i) net.step();
+  net.dead[2] = true;  // kill -9 of worker 2
+  ASSERT_TRUE(net.run_until([&] { return net.engines[0]->failed() && net.engines[1]->failed(); }, 60000));
+  const std::string& d = net.engines[0]->diagnostic();
+  EXPECT_NE(d.find("stalled"), std::string::npos) << d;
+  EXPECT_NE(d.find("slot"), std::string::npos) << d;
+  EXPECT_TRUE(ops[0]->failed);
+  EXPECT_TRUE(ops[0]->complete.load());
+  // A later op fails at once.
+  std::vector<float> x(10), y(10);
+  bool called = false;
+  EXPECT_FALSE(net.engines[0]->submit(make_op(2, x, y, [&](AllreduceOp& o) { called = o.failed; })));
+  EXPECT_TRUE(called);
+}
+
+TEST(AllreduceEngine, RtoFollowsTheMeasuredRoundTrip) {
+  Net net(2, 8, 32, 8);
+  net.delay_ns = 15'000'000;  // 30 ms round trip, above the 20 ms initial RTO
+  net.start();
+  std::vector<std::vector<float>> in, out;
+  std::vector<OpPtr> ops;
+  for (unsigned w = 0; w < 2; ++w) {
+    in.push_back(gradient(w, 32 * 400, 4));
+    out.emplace_back(in.back().size());
+  }
+  for (unsigned w = 0; w < 2; ++w) {
+    ops.push_back(make_op(1, in[w], out[w]));
+    net.engines[w]->submit(ops.back());
+  }
+  ASSERT_TRUE(net.run_until([&] { return net.all_idle(); }, 20000));
+  expect_sum(in, out, *ops[0]);
+  // Before the first sample only one slot probes; afterwards srtt + 4 rttvar covers the delay.
+  EXPECT_LE(net.engines[0]->counters().retransmissions, 2u);
+  EXPECT_NEAR(net.engines[0]->stats().srtt_ns, 30e6, 3e6);
+}
+
+TEST(AllreduceEngine, RejectsBadOpsAndJobs) {
+  Net net(2, 8);
+  net.start();
+  std::vector<float> x(10), y(9);
+  std::string why;
+  EXPECT_FALSE(net.engines[0]->submit(make_op(1, x, y, [&](AllreduceOp& o) { why = o.error; })));
+  EXPECT_NE(why.find("output"), std::string::npos);
+  AllreduceJob j;
+  j.lanes = 24;
+  EXPECT_NE(j.validate().find("lanes"), std::string::npos);
+  j.lanes = 32;
+  j.num_workers = 33;
+  EXPECT_NE(j.validate().find("N"), std::string::npos);
+  EXPECT_EQ(AllreduceJob::row_shift_for(64, 16), 2);
+  EXPECT_EQ(AllreduceJob::row_shift_for(100, 16), 3);
+}

@@ -1,0 +1,711 @@
+#include "lib/allreduce_engine.hpp"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <deque>
+
+#include "lib/agq_fast_codec.hpp"
+#include "proto/agq.hpp"
+
+namespace agq::worker {
+
+namespace {
+
+constexpr uint8_t kTypeData = uint8_t(proto::kAgqVersion << 4 | uint8_t(proto::AgqType::Data));
+constexpr uint8_t kTypeResult = uint8_t(proto::kAgqVersion << 4 | uint8_t(proto::AgqType::Result));
+
+inline void be16(uint8_t* p, uint16_t v) {
+  p[0] = uint8_t(v >> 8);
+  p[1] = uint8_t(v);
+}
+inline void be32(uint8_t* p, uint32_t v) {
+  p[0] = uint8_t(v >> 24);
+  p[1] = uint8_t(v >> 16);
+  p[2] = uint8_t(v >> 8);
+  p[3] = uint8_t(v);
+}
+inline uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
+inline uint32_t rd32(const uint8_t* p) {
+  return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
+}
+
+}  // namespace
+
+std::string AllreduceJob::validate() const {
+  if (job_id < 1) return "job id must be 1..65535 (0 is invalid in the agq header)";
+  if (num_workers < 1 || num_workers > 32) return "workers (N) must be 1..32 (the switch's slot bitmap has 32 bits)";
+  if (slots < 1 || slots > 65536) return "slots must be 1..65536 (16-bit slot field)";
+  if (window > slots) return "window (outstanding slots) must be <= slots";
+  if (lanes != 32 && lanes != 16) return "lanes must be 32 or 16 (PROTOCOL.md §10 lane profiles)";
+  if (row_shift > 16) return "row_shift must be 0..16";
+  if (max_width < agqc::min_width(agqc::guard_bits(num_workers)) || max_width > 32 || max_width % 4)
+    return "max_width must be a multiple of 4 in " + std::to_string(agqc::min_width(agqc::guard_bits(num_workers))) +
+           "..32";
+  return {};
+}
+
+uint8_t AllreduceJob::row_shift_for(uint32_t slots, uint32_t rows) {
+  if (!rows) return 0;
+  uint8_t sh = 0;
+  while (sh < 16 && (uint64_t(slots) + (uint64_t(1) << sh) - 1) >> sh > rows) ++sh;
+  return sh;
+}
+
+WorkerIdentity WorkerIdentity::defaults(uint16_t job_id, unsigned id, uint16_t port) {
+  WorkerIdentity w;
+  w.id = id;
+  w.port = port;
+  w.self = agq_worker_endpoint(job_id, id);
+  w.dst = agq_ps_endpoint(job_id);
+  return w;
+}
+
+void OpStats::add(const OpStats& o) {
+  chunks += o.chunks;
+  results += o.results;
+  fallbacks += o.fallbacks;
+  overflows += o.overflows;
+  redos += o.redos;
+  clipped_chunks += o.clipped_chunks;
+  retransmissions += o.retransmissions;
+  duplicates += o.duplicates;
+  for (size_t i = 0; i < req_hist.size(); ++i) {
+    req_hist[i] += o.req_hist[i];
+    granted_hist[i] += o.granted_hist[i];
+  }
+  granted_bits_sum += o.granted_bits_sum;
+  aggregated += o.aggregated;
+  error_bound = std::max(error_bound, o.error_bound);
+}
+
+OpPtr make_op(uint64_t key, std::span<const float> input, std::span<float> output,
+              std::function<void(AllreduceOp&)> done, unsigned worker, unsigned parts) {
+  auto op = std::make_shared<AllreduceOp>();
+  op->key = key;
+  op->worker = worker;
+  op->input = input;
+  op->output = output;
+  op->done = std::move(done);
+  op->parts_left.store(parts);
+  op->part_stats.resize(parts);
+  return op;
+}
+
+void prepare_op(const OpPtr& op, const std::shared_ptr<TensorState>& state, unsigned lanes) {
+  if (op->linked) return;
+  op->linked = true;
+  op->state = state;
+  const uint64_t chunks = (op->input.size() + lanes - 1) / lanes;
+  op->chunk_max.assign(chunks, 0.0f);
+  op->prev = state->last;
+  // Same shape: adapt from the previous op (and wait for it); a new shape starts over.
+  if (op->prev && op->prev->input.size() == op->input.size())
+    op->round = op->prev->round + 1;
+  else
+    op->prev.reset(), op->round = 0;
+  state->last = op;
+}
+
+// ---------------------------------------------------------------------------
+
+struct AllreduceEngine::Impl {
+  enum class St : uint8_t { Idle, Parked, Ready, Sent };
+  struct OpEntry {
+    OpPtr op;
+    uint64_t first = 0, end = 0;  // global chunks [first, end)
+    uint64_t left = 0;            // chunks this engine owns that have no final result yet
+    OpStats st;
+    bool part_done = false;
+  };
+  struct Slot {
+    uint64_t g = 0;          // global chunk it carries (or will carry)
+    uint64_t op_serial = 0;  // entry of g
+    uint32_t uses = 0;       // completed uses: version of the current one = uses & 1
+    St st = St::Idle;
+    agqc::ChunkParams p;
+    uint8_t redos = 0;
+    bool retransmitted = false;
+    unsigned tries = 0;
+    uint64_t deadline = 0, rto = 0, sent_ns = 0;
+  };
+  struct Logical {
+    WorkerIdentity id;
+    std::unique_ptr<AgqFrameTemplate> tmpl;
+    uint64_t next_global = 0;            // first global chunk of the next op
+    std::deque<std::unique_ptr<OpEntry>> ops;
+    uint64_t ops_base = 0;               // serial of ops.front()
+    std::vector<Slot> slots;
+    std::deque<uint32_t> ready;
+    std::vector<uint32_t> parked;
+    uint32_t in_flight = 0;
+    std::unordered_map<uint64_t, std::shared_ptr<TensorState>> states;  // one part: by key
+  };
+
+  AllreduceEngine& e;
+  FrameIo* io = nullptr;
+  int guard = 0;
+  std::vector<Logical> lws;
+  std::array<int8_t, 256> lw_of_id{};  // worker_id -> index in lws, -1 = not ours
+  std::vector<uint32_t> owned;         // slots this engine serves
+  uint64_t next_deadline = UINT64_MAX;
+  bool link_down = false;
+  uint64_t restart_ns = 0, now = 0;
+  uint16_t restart_from = 0;
+
+  explicit Impl(AllreduceEngine& eng) : e(eng) {}
+
+  OpEntry* entry(Logical& lw, uint64_t serial) {
+    return serial >= lw.ops_base && serial - lw.ops_base < lw.ops.size() ? lw.ops[serial - lw.ops_base].get()
+                                                                          : nullptr;
+  }
+
+  // The slot carries g next: find its op, park it if the op's parameters
+  // are not known yet, else make it ready.
+  void take(Logical& lw, uint32_t s) {
+    Slot& sl = lw.slots[s];
+    if (sl.g >= lw.next_global) {
+      sl.st = St::Idle;
+      return;
+    }
+    uint64_t serial = std::max(sl.op_serial, lw.ops_base);
+    OpEntry* en = entry(lw, serial);
+    while (en && sl.g >= en->end) en = entry(lw, ++serial);
+    sl.op_serial = serial;
+    AllreduceOp& op = *en->op;
+    if (op.prev && !op.prev->complete.load(std::memory_order_acquire)) {
+      sl.st = St::Parked;
+      lw.parked.push_back(s);
+      return;
+    }
+    sl.p = params(op, sl.g - en->first);
+    sl.redos = 0;
+    sl.st = St::Ready;
+    lw.ready.push_back(s);
+  }
+
+  agqc::ChunkParams params(const AllreduceOp& op, uint64_t c) const {
+    const AllreduceTuning& t = e.cfg_.tuning;
+    const int cap = e.cfg_.job.max_width;
+    agqc::ChunkParams p;
+    if (op.round == 0) {
+      const int w = std::min(t.init_width, cap);
+      p = agqc::initial_params(w, t.init_scale, guard);
+    } else {
+      // Only the previous op's aggregate, identical in every worker: all choose alike.
+      const AllreduceOp& pr = *op.prev;
+      p = agqc::choose_params(pr.chunk_max[c], pr.tensor_max, t.error_budget, t.margin, guard);
+      if (p.width > cap) p = {cap, agqc::exponent_for(double(pr.chunk_max[c]) * t.margin, cap - guard)};
+    }
+    return p;
+  }
+
+  void write_data(Logical& lw, uint32_t s, uint32_t b) {
+    Slot& sl = lw.slots[s];
+    OpEntry& en = *entry(lw, sl.op_serial);
+    const AllreduceJob& job = e.cfg_.job;
+    const unsigned lanes = job.lanes;
+    uint8_t* f = io->frame(b);
+    lw.tmpl->write_l2l4(f, agq_shard_port(job.shard_of(s)));
+    uint8_t* h = f + kAgqHdrOffset;
+    const uint64_t c = sl.g - en.first;
+    const uint64_t n_el = en.op->input.size();
+    const unsigned n_valid = unsigned(std::min<uint64_t>(lanes, n_el - c * lanes));
+    const bool clipped = fastc::encode_be(en.op->input.data() + c * lanes, n_valid, lanes, sl.p.width, guard,
+                                          sl.p.exponent, h + 20);
+    h[0] = kTypeData;
+    h[1] = uint8_t(((sl.uses & 1) ? proto::kAgqFlagVersion : 0) | (clipped ? proto::kAgqFlagOverflow : 0));
+    be16(h + 2, job.job_id);
+    h[4] = uint8_t(lw.id.id);
+    h[5] = job.num_workers;
+    be16(h + 6, uint16_t(s));
+    be32(h + 8, uint32_t(sl.g));
+    h[12] = uint8_t(sl.p.width);
+    h[13] = h[14] = h[15] = 0;
+    h[16] = uint8_t(int8_t(sl.p.exponent));
+    h[17] = uint8_t(lanes);
+    be16(h + 18, e.stats_.epoch);
+  }
+
+  void arm(Slot& sl, uint64_t now, uint64_t rto) {
+    sl.rto = rto;
+    sl.deadline = now + rto;
+    next_deadline = std::min(next_deadline, sl.deadline);
+  }
+
+  uint64_t base_rto() const {
+    return e.stats_.rtt_samples ? e.stats_.rto_ns : e.cfg_.tuning.rto_init_ns;
+  }
+
+  void rtt_sample(uint64_t r) {
+    EngineStats& st = e.stats_;
+    const double x = double(r);
+    if (!st.rtt_samples) {
+      st.srtt_ns = x;
+      st.rttvar_ns = x / 2;
+    } else {
+      st.rttvar_ns = 0.75 * st.rttvar_ns + 0.25 * std::fabs(st.srtt_ns - x);
+      st.srtt_ns = 0.875 * st.srtt_ns + 0.125 * x;
+    }
+    ++st.rtt_samples;
+    const AllreduceTuning& t = e.cfg_.tuning;
+    // srtt + 4 rttvar, the variance term floored (as TCP's clock granularity
+    // G: a perfectly steady RTT must not leave the RTO at srtt), capped.
+    st.rto_ns = std::min<uint64_t>(uint64_t(st.srtt_ns + std::max(4 * st.rttvar_ns, double(t.rto_min_ns))),
+                                   t.rto_max_ns);
+  }
+
+  void part_done(OpEntry& en, uint64_t now) {
+    en.part_done = true;
+    AllreduceOp& op = *en.op;
+    op.part_stats[e.cfg_.part] = en.st;
+    e.stats_.total.add(en.st);
+    if (op.parts_left.fetch_sub(1, std::memory_order_acq_rel) == 1) finish(op, now);
+  }
+
+  // Entries at the front that are done here and that no slot points at.
+  void gc(Logical& lw) {
+    while (!lw.ops.empty() && lw.ops.front()->part_done) {
+      for (uint32_t s : owned)
+        if (lw.slots[s].st != St::Idle && lw.slots[s].op_serial == lw.ops_base) return;
+      lw.ops.pop_front();
+      ++lw.ops_base;
+    }
+  }
+
+  // The last part of an op: stats, the tensor state for the next op of the key, done.
+  void finish(AllreduceOp& op, uint64_t now) {
+    op.stats = OpStats{};
+    for (const auto& ps : op.part_stats) op.stats.add(ps);
+    if (!op.failed) {
+      double m = 0;
+      for (float v : op.chunk_max) m = std::max(m, double(v));
+      op.tensor_max = m;
+    }
+    op.prev.reset();  // the next op of the key reads this one's maxima, nobody reads prev's any more
+    op.done_ns = now;
+    ++e.stats_.ops_done;
+    if (op.failed) ++e.stats_.ops_failed;
+    op.complete.store(true, std::memory_order_release);
+    if (op.done) op.done(op);
+  }
+
+  void unpark(Logical& lw) {
+    if (lw.parked.empty()) return;
+    // Parked slots wait for the previous op of a key; look again only once
+    // the first one's has completed.
+    if (const OpEntry* en = entry(lw, lw.slots[lw.parked.front()].op_serial))
+      if (en->op->prev && !en->op->prev->complete.load(std::memory_order_acquire)) return;
+    std::vector<uint32_t> p;
+    p.swap(lw.parked);
+    for (uint32_t s : p) take(lw, s);  // re-parks those still waiting
+  }
+
+  void redo_in_flight(uint64_t now) {
+    for (auto& lw : lws)
+      for (uint32_t s : owned) {
+        Slot& sl = lw.slots[s];
+        if (sl.st == St::Sent) {
+          sl.deadline = now;
+          next_deadline = now;
+        }
+      }
+  }
+
+  std::string stalled_report(uint64_t now) const {
+    std::string r;
+    unsigned n = 0, shown = 0;
+    for (const auto& lw : lws)
+      for (uint32_t s : owned) {
+        const Slot& sl = lw.slots[s];
+        if (sl.st != St::Sent) continue;
+        ++n;
+        if (shown < 12) {
+          const OpEntry* en = nullptr;
+          for (const auto& x : lw.ops)
+            if (sl.g >= x->first && sl.g < x->end) en = x.get();
+          char b[160];
+          std::snprintf(b, sizeof b, "%sworker %u slot %u v%u (op key %" PRIu64 " chunk %" PRIu64 ", %u tries, %.1f s)",
+                        shown ? ", " : "", lw.id.id, s, sl.uses & 1, en ? en->op->key : 0,
+                        en ? sl.g - en->first : sl.g, sl.tries, double(now - sl.sent_ns) * 1e-9);
+          r += b;
+          ++shown;
+        }
+      }
+    if (n > shown) r += ", ... (" + std::to_string(n - shown) + " more)";
+    return std::to_string(n) + " stalled sequence" + (n == 1 ? "" : "s") + ": " + r;
+  }
+};
+
+AllreduceEngine::AllreduceEngine() = default;
+AllreduceEngine::~AllreduceEngine() = default;
+
+bool AllreduceEngine::init(const EngineConfig& cfg, FrameIo& io, std::string& err) {
+  cfg_ = cfg;
+  if (err = cfg.job.validate(); !err.empty()) return false;
+  const AllreduceTuning& t = cfg.tuning;
+  if (t.init_width < agqc::kMinWidth || t.init_width > agqc::kMaxWidth || t.init_width % 4) {
+    err = "init width must be 4..32, a multiple of 4";
+    return false;
+  }
+  if (!(t.init_scale > 0) || !(t.error_budget > 0) || !(t.margin >= 1)) {
+    err = "init scale and error budget must be > 0, margin >= 1";
+    return false;
+  }
+  if (cfg.workers.empty() || cfg.parts < 1 || cfg.part >= cfg.parts || cfg.queues < 1) {
+    err = "an engine needs at least one logical worker and part < parts";
+    return false;
+  }
+  im_ = std::make_unique<Impl>(*this);
+  Impl& m = *im_;
+  m.io = &io;
+  m.guard = agqc::guard_bits(cfg.job.num_workers);
+  if (std::max(t.init_width, int(cfg.job.max_width)) - m.guard < 2) {
+    err = "init width leaves fewer than 2 value bits for N = " + std::to_string(cfg.job.num_workers);
+    return false;
+  }
+  m.lw_of_id.fill(-1);
+  for (uint32_t s = 0; s < cfg.job.slots; ++s)
+    if (cfg.owns(s)) m.owned.push_back(s);
+  for (size_t i = 0; i < cfg.workers.size(); ++i) {
+    const WorkerIdentity& w = cfg.workers[i];
+    if (w.id >= cfg.job.num_workers) {
+      err = "worker id " + std::to_string(w.id) + " is not below N = " + std::to_string(cfg.job.num_workers);
+      return false;
+    }
+    if (m.lw_of_id[w.id] >= 0) {
+      err = "worker id " + std::to_string(w.id) + " given twice";
+      return false;
+    }
+    m.lw_of_id[w.id] = int8_t(i);
+    Impl::Logical lw;
+    lw.id = w;
+    lw.tmpl = std::make_unique<AgqFrameTemplate>(w.self, w.dst, cfg.job.lanes);
+    lw.slots.resize(cfg.job.slots);
+    for (uint32_t s = 0; s < cfg.job.slots; ++s) lw.slots[s].g = s;
+    m.lws.push_back(std::move(lw));
+  }
+  return true;
+}
+
+bool AllreduceEngine::submit(const OpPtr& opp) {
+  AllreduceOp& op = *opp;
+  auto reject = [&](const std::string& why) {
+    op.failed = true;
+    op.error = why;
+    op.complete.store(true, std::memory_order_release);
+    if (op.done) op.done(op);
+    return false;
+  };
+  if (!im_) return reject("engine not initialised");
+  Impl& m = *im_;
+  if (failed()) return reject(diagnostic_);
+  if (op.worker >= m.lws.size()) return reject("op for logical worker " + std::to_string(op.worker) + " of " +
+                                               std::to_string(m.lws.size()));
+  if (op.output.size() != op.input.size())
+    return reject("output has " + std::to_string(op.output.size()) + " elements, input " +
+                  std::to_string(op.input.size()));
+  if (cfg_.parts == 1) {
+    if (op.part_stats.size() < 1) op.part_stats.resize(1);
+    if (op.parts_left.load() == 0) op.parts_left.store(1);
+  } else if (op.part_stats.size() != cfg_.parts || !op.state) {
+    return reject("an op for a " + std::to_string(cfg_.parts) + "-part engine needs make_op(..., parts) and a state");
+  }
+  Impl::Logical& lw = m.lws[op.worker];
+  const unsigned lanes = cfg_.job.lanes;
+  const uint64_t chunks = (op.input.size() + lanes - 1) / lanes;
+  if (!op.linked) {
+    if (cfg_.parts > 1) return reject("an op for a multi-part engine must be prepared (prepare_op) first");
+    auto& st = lw.states[op.key];
+    if (!st) st = std::make_shared<TensorState>();
+    prepare_op(opp, st, lanes);
+  }
+  op.submit_ns = m.now;
+  op.first_chunk = lw.next_global;
+  auto en = std::make_unique<Impl::OpEntry>();
+  en->op = opp;
+  en->first = lw.next_global;
+  en->end = lw.next_global + chunks;
+  if (cfg_.parts == 1) {
+    en->left = chunks;
+  } else {
+    for (uint64_t g = en->first; g < en->end; ++g)
+      if (cfg_.owns(uint32_t(g % cfg_.job.slots))) ++en->left;
+  }
+  en->st.chunks = en->left;
+  lw.next_global = en->end;
+  Impl::OpEntry& ref = *en;
+  lw.ops.push_back(std::move(en));
+  if (ref.left == 0) {
+    // Nothing for this part (an empty tensor, or none of our slots).
+    m.part_done(ref, m.now);
+    m.gc(lw);
+    return true;
+  }
+  // Idle slots whose next chunk now exists.
+  for (uint32_t s : m.owned) {
+    Impl::Slot& sl = lw.slots[s];
+    if (sl.st == Impl::St::Idle && sl.g < lw.next_global) m.take(lw, s);
+  }
+  return true;
+}
+
+uint64_t AllreduceEngine::outstanding() const {
+  uint64_t n = 0;
+  if (im_)
+    for (const auto& lw : im_->lws) n += lw.in_flight;
+  return n;
+}
+
+bool AllreduceEngine::idle() const {
+  if (!im_) return true;
+  for (const auto& lw : im_->lws)
+    for (const auto& en : lw.ops)
+      if (!en->part_done) return false;
+  return true;
+}
+
+void AllreduceEngine::fail(const std::string& why) {
+  if (!diagnostic_.empty() || !im_) return;
+  diagnostic_ = why;
+  for (auto& lw : im_->lws)
+    for (auto& en : lw.ops)
+      if (!en->part_done) {
+        en->op->failed = true;
+        if (en->op->error.empty()) en->op->error = why;
+        im_->part_done(*en, im_->now);
+      }
+}
+
+void AllreduceEngine::on_link(bool up, uint64_t now_ns) {
+  if (!im_) return;
+  if (!up) {
+    if (!im_->link_down) ++stats_.link_downs;
+    im_->link_down = true;
+    return;
+  }
+  if (im_->link_down) {
+    // The peer came back: if it is a restarted switch every partial sum is
+    // gone; resending every in-flight DATA now is safe either way (the
+    // switch dedups by bitmap) and saves a back-off period.
+    im_->link_down = false;
+    im_->redo_in_flight(now_ns);
+  }
+}
+
+int AllreduceEngine::on_frame(std::span<const uint8_t> frame, uint64_t now_ns) {
+  ++counters_.rx_pkts;
+  if (!im_) return -1;
+  Impl& m = *im_;
+  m.now = now_ns;
+  const uint8_t* h = find_agq_header(frame);
+  if (!h) {
+    ++counters_.other;
+    return -1;
+  }
+  const AllreduceJob& job = cfg_.job;
+  if (h[0] != kTypeResult || rd16(h + 2) != job.job_id) {
+    ++counters_.foreign;
+    return -1;
+  }
+  const int li = m.lw_of_id[h[4]];
+  const uint16_t s = rd16(h + 6);
+  if (li < 0 || s >= job.slots || h[17] != job.lanes) {
+    ++counters_.foreign;
+    return -1;
+  }
+  Impl::Logical& lw = m.lws[size_t(li)];
+  Impl::Slot& sl = lw.slots[s];
+  got_reply_ = true;
+  const uint8_t flags = h[1];
+  const int exponent = int8_t(h[16]);
+  // (seq, version) alone is not unique: OVERFLOW redos of one chunk reuse
+  // its seq on alternating versions, each with a larger exponent.
+  const bool current = sl.st == Impl::St::Sent && (flags & proto::kAgqFlagVersion) == (sl.uses & 1) &&
+                       rd32(h + 8) == uint32_t(sl.g) && exponent == sl.p.exponent && cfg_.owns(s);
+  if (!current) {
+    ++counters_.stale;
+    if (Impl::OpEntry* en = m.entry(lw, sl.op_serial)) ++en->st.duplicates;
+    return -1;
+  }
+  const bool fallback = flags & proto::kAgqFlagFallback;
+  const int guard = m.guard;
+  // FALLBACK = handed out by the PS: its own sums are at d = 0 (width = R,
+  // or 0 = "the request"); with delivery = ps it hands back the switch's
+  // result, whose width and pos are the switch's grant.
+  const int width = fallback && h[13] == 0 ? sl.p.width : h[13];
+  const int pos = h[14];
+  if (width > sl.p.width || width % 4 || width - guard < 2 || (!fallback && pos + width / 4 > 8) ||
+      h[15] != guard || h[12] != sl.p.width) {
+    ++stats_.bad_results;
+    ++counters_.malformed;
+    return -1;  // not decodable: the timer resends and the switch answers again
+  }
+  const uint16_t epoch = rd16(h + 18);
+  if (epoch) {
+    if (stats_.epoch && epoch != stats_.epoch) {
+      // The switch restarted: every sequence in flight may have lost its
+      // partial sums. Resend them all now (this result is the new switch's).
+      ++stats_.switch_restarts;
+      m.restart_from = stats_.epoch;
+      m.restart_ns = now_ns;
+      stats_.epoch = epoch;
+      m.redo_in_flight(now_ns);
+    }
+    stats_.epoch = epoch;
+  }
+  last_result_ns_ = now_ns;
+  if (!sl.retransmitted) m.rtt_sample(now_ns - sl.sent_ns);
+  Impl::OpEntry& en = *m.entry(lw, sl.op_serial);
+  AllreduceOp& op = *en.op;
+  OpStats& st = en.st;
+  ++st.results;
+  const bool overflow = flags & proto::kAgqFlagOverflow;
+  const bool redo = overflow && sl.redos < cfg_.tuning.max_redos;
+  if (overflow) ++st.overflows;
+  const uint64_t c = sl.g - en.first;
+  const unsigned lanes = job.lanes;
+  const unsigned n_valid = unsigned(std::min<uint64_t>(lanes, op.input.size() - c * lanes));
+  const int d = sl.p.width - width;
+  const uint32_t b = uint32_t(li) * job.slots + s;
+  float* out = op.output.data() + c * lanes;
+  if (!redo) {
+    const float mx = fastc::decode_be(h + 20, n_valid, job.num_workers, width, guard, sl.p.exponent, d, out);
+    op.chunk_max[c] = float(double(mx) / job.num_workers);  // widths of the key's next op
+    ++st.req_hist[sl.p.width / 4];
+    if (fallback) {
+      ++st.fallbacks;
+    } else {
+      ++st.aggregated;
+      st.granted_bits_sum += unsigned(width);
+      ++st.granted_hist[width / 4];
+    }
+    if (overflow) ++st.clipped_chunks;
+    st.error_bound = std::max(st.error_bound, agqc::error_bound(job.num_workers, sl.p.exponent, d));
+  }
+  if (observer_) {
+    ChunkResult r{&op,    unsigned(li), c,        sl.g,    s,     sl.uses & 1u, sl.p,
+                  width,  pos,          fallback, overflow, redo, lanes,        n_valid,
+                  h + 20, m.io->frame(b) + kAgqHdrOffset + 20, redo ? nullptr : out, epoch};
+    observer_->on_chunk(r);
+  }
+  --lw.in_flight;
+  ++sl.uses;
+  sl.retransmitted = false;
+  if (redo) {
+    ++st.redos;
+    ++sl.redos;
+    sl.p.exponent = std::min(sl.p.exponent + 2, agqc::kMaxExponent);
+    sl.st = Impl::St::Ready;
+    lw.ready.push_front(s);  // the redo holds up its op: send it first
+    return int(b);
+  }
+  ++counters_.chunks_done;
+  sl.g += job.slots;
+  sl.st = Impl::St::Idle;
+  if (--en.left == 0) m.part_done(en, now_ns);
+  m.take(lw, s);
+  m.gc(lw);
+  return int(b);
+}
+
+unsigned AllreduceEngine::tick(uint64_t now_ns) {
+  if (!im_ || failed()) return 0;
+  Impl& m = *im_;
+  m.now = now_ns;
+  unsigned sent = 0;
+  const uint32_t window = cfg_.job.max_outstanding();
+  const uint16_t len = uint16_t(frame_len());
+  for (uint32_t li = 0; li < m.lws.size(); ++li) {
+    Impl::Logical& lw = m.lws[li];
+    m.unpark(lw);
+    for (unsigned k = 0; k < cfg_.tuning.burst && !lw.ready.empty() && lw.in_flight < window; ++k) {
+      const uint32_t s = lw.ready.front();
+      const uint32_t b = li * cfg_.job.slots + s;
+      m.write_data(lw, s, b);
+      if (!m.io->send(lw.id.port, b, len)) {
+        ++counters_.tx_refused;
+        break;  // written again next time (same content)
+      }
+      lw.ready.pop_front();
+      ++counters_.tx_pkts;
+      Impl::Slot& sl = lw.slots[s];
+      sl.st = Impl::St::Sent;
+      sl.tries = 0;
+      sl.retransmitted = false;
+      sl.sent_ns = now_ns;
+      m.arm(sl, now_ns, m.base_rto());
+      ++lw.in_flight;
+      ++sent;
+      if (!first_send_ns_) first_send_ns_ = now_ns;
+    }
+  }
+  if (now_ns >= m.next_deadline) {
+    // Timers, after rx was drained (the caller's loop): a RESULT waiting in
+    // the rx ring is never mistaken for a loss.
+    m.next_deadline = UINT64_MAX;
+    for (uint32_t li = 0; li < m.lws.size() && !failed(); ++li) {
+      Impl::Logical& lw = m.lws[li];
+      if (!lw.in_flight) continue;
+      for (uint32_t s : m.owned) {
+        Impl::Slot& sl = lw.slots[s];
+        if (sl.st != Impl::St::Sent) continue;
+        if (now_ns < sl.deadline) {
+          m.next_deadline = std::min(m.next_deadline, sl.deadline);
+          continue;
+        }
+        // Before the first RESULT only the lowest slot probes: a peer that
+        // starts late must not cost a retransmission per slot.
+        if (!got_reply_ && !(li == 0 && s == m.owned.front())) {
+          m.arm(sl, now_ns, sl.rto);
+          continue;
+        }
+        if (sl.tries >= cfg_.tuning.max_retries) {
+          std::string why = "job " + std::to_string(cfg_.job.job_id) + ": no RESULT after " +
+                            std::to_string(sl.tries) + " retransmissions; " + m.stalled_report(now_ns);
+          if (stats_.switch_restarts)
+            why += ". The switch restarted during the job (boot epoch " + std::to_string(m.restart_from) + " -> " +
+                   std::to_string(stats_.epoch) +
+                   "): sequences that some workers had already completed before the restart cannot be "
+                   "redone; reset the job (agqctl job reset ID) and run it again";
+          else if (m.link_down)
+            why += ". The link to the switch is down (switch gone?)";
+          else
+            why += ". A worker of the job is not contributing (dead or not started?), or the switch/PS does "
+                   "not answer; reset the job (agqctl job reset ID) before running it again";
+          fail(why);
+          return sent;
+        }
+        // Counted even when the io cannot take it (link down): retries are
+        // bounded in time whatever the link does.
+        const uint32_t b = li * cfg_.job.slots + s;
+        uint8_t* f = m.io->frame(b);
+        f[kAgqHdrOffset + 1] |= proto::kAgqFlagRetransmit;
+        if (m.io->send(lw.id.port, b, uint16_t(frame_len())))
+          ++counters_.tx_pkts;
+        else
+          ++counters_.tx_refused;
+        ++sl.tries;
+        sl.retransmitted = true;
+        ++counters_.retransmissions;
+        if (Impl::OpEntry* en = m.entry(lw, sl.op_serial)) ++en->st.retransmissions;
+        stats_.max_retries_seen = std::max<uint64_t>(stats_.max_retries_seen, sl.tries);
+        m.arm(sl, now_ns, std::min(std::max(sl.rto, m.base_rto()) * 2, cfg_.tuning.rto_max_ns));
+        ++sent;
+      }
+    }
+  }
+  if (!got_reply_ && first_send_ns_ && now_ns - first_send_ns_ > cfg_.tuning.reply_timeout_ns) {
+    char b[512];
+    std::snprintf(b, sizeof b,
+                  "no reply from the switch after %.1f s: is agq-switch running the agq pipeline with job %u "
+                  "registered (N=%u, slots>=%u, lanes %u) and this worker's port/MAC/IPv4 in it?",
+                  double(now_ns - first_send_ns_) * 1e-9, cfg_.job.job_id, cfg_.job.num_workers, cfg_.job.slots,
+                  cfg_.job.lanes);
+    fail(b);
+  }
+  return sent;
+}
+
+}  // namespace agq::worker

@@ -1,0 +1,271 @@
+// The allreduce engine of the agq protocol (docs/PROTOCOL.md §5): the one
+// piece of code that turns "sum this float32 tensor over the job's N
+// workers" into DATA frames and RESULT frames back. agq-worker (synthetic
+// gradients) and libagq (training) are both thin programs on it.
+//
+// No DPDK, no threads, no clock: frames go out through a FrameIo (one frame
+// buffer per slot, written in place and resent as is, so a DPDK io can keep
+// one mbuf per outstanding slot and turn a received RESULT into the slot's
+// next DATA), frames come in through on_frame(), time is passed in. One
+// engine is single-threaded; a process with several lcores runs one engine
+// per lcore, each owning the slots of its shards (EngineConfig::part/parts).
+//
+// Operations. submit() takes an AllreduceOp (input and output spans, a
+// completion callback). Ops of one logical worker are numbered globally in
+// submission order: chunk c of an op is global chunk G = op base + c, it
+// travels in slot G mod slots with seq = G mod 2^32; every worker of the job
+// must therefore submit the same ops (same sizes) in the same order, as a
+// training step's buckets are. Many ops may be in flight.
+//
+// Adaptive width. Width R and exponent e of each chunk come from the
+// previous op of the same tensor key (its decoded aggregate, identical in
+// every worker): the first op of a key uses init_width/init_scale. An op
+// whose predecessor on the key has not completed waits for it chunk by chunk
+// (a slot parks), so every worker derives identical parameters.
+//
+// Per slot: one sequence at a time, alternating versions; the DATA of the
+// next use leaves only after the RESULT of the current one. RTO per slot from
+// the measured round trip (srtt + 4 rttvar, the variance term floored; Karn:
+// only first transmissions are sampled), capped, doubling per retransmission; max_retries
+// retransmissions (counted also while the link is down) fail the engine
+// with a report of every stalled slot. OVERFLOW in a RESULT: the chunk goes
+// again on the slot's next use with e + 2 (max_redos). FALLBACK results
+// (computed by the PS) decode at d = 0. A RESULT with a new boot epoch (or a
+// link that came back) means the switch restarted: in-flight sequences are
+// retransmitted at once; if they cannot complete the failure says so.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "lib/agq_codec.hpp"
+#include "lib/agq_wire.hpp"
+#include "lib/stats.hpp"
+
+namespace agq::worker {
+
+// The job as the engine needs it (flags, a job file, or the switch's `job get`).
+struct AllreduceJob {
+  uint16_t job_id = 1;       // 1..65535
+  uint8_t num_workers = 2;   // N, 1..32
+  uint32_t slots = 64;       // the job's slots on the switch
+  uint32_t window = 0;       // slots in flight per logical worker; 0 = all
+  uint8_t lanes = 32;        // lane profile: 32 (Tofino 2 / software) or 16 (Tofino 1)
+  uint8_t row_shift = 0;     // slots per row = 2^row_shift (PROTOCOL.md §3), for the shard
+  uint8_t max_width = 32;    // requests are capped at this (the job's max_width)
+
+  std::string validate() const;
+  uint32_t max_outstanding() const { return window ? window : slots; }
+  uint32_t shard_of(uint32_t slot) const { return (uint32_t(job_id) + (slot >> row_shift)) & 0x0FFF; }
+  // row_shift as the switch computes it from slots and rows (0 rows: one slot per row).
+  static uint8_t row_shift_for(uint32_t slots, uint32_t rows);
+};
+
+struct AllreduceTuning {
+  int init_width = 16;            // first op of a tensor key: requested width
+  double init_scale = 4.0;        // ... and |x| up to this is not clipped
+  double error_budget = 1e-3;     // quantization step <= budget * max|aggregate/N| of the tensor
+  double margin = 2.0;            // headroom over the previous op's chunk max
+  uint64_t rto_init_ns = 20'000'000;  // before the first RTT sample
+  uint64_t rto_min_ns = 2'000'000;    // RTO = srtt + max(4 rttvar, this): the variance term's floor
+  uint64_t rto_max_ns = 640'000'000;  // cap, also of the back-off
+  unsigned max_retries = 25;          // retransmissions of one sequence before failing
+  unsigned max_redos = 8;             // OVERFLOW redos of one chunk before accepting the clipped result
+  uint64_t reply_timeout_ns = 5'000'000'000;  // no RESULT at all since the first DATA
+  unsigned burst = 32;                // DATA per logical worker per tick
+};
+
+// One logical worker hosted by the engine.
+struct WorkerIdentity {
+  unsigned id = 0;     // worker_id, 0..N-1
+  uint16_t port = 0;   // FrameIo port it sends on
+  Endpoint self{}, dst{};  // its MAC/IPv4 and the job's PS (DATA frames are addressed to it)
+  // Defaults: agq_worker_endpoint / agq_ps_endpoint of (job, id).
+  static WorkerIdentity defaults(uint16_t job_id, unsigned id, uint16_t port = 0);
+};
+
+struct EngineConfig {
+  AllreduceJob job;
+  AllreduceTuning tuning;
+  std::vector<WorkerIdentity> workers{WorkerIdentity{}};
+  // Slot partition over the lcores of a process: this engine serves slot s
+  // iff (shard_of(s) mod queues) mod parts == part (PROTOCOL.md §10: shard k
+  // goes to queue k mod Q; lcore j serves queues q = j mod parts).
+  unsigned part = 0, parts = 1, queues = 1;
+  bool owns(uint32_t slot) const { return (job.shard_of(slot) % queues) % parts == part; }
+};
+
+// Where the engine's frames live and go. Buffer b = worker index * slots +
+// slot holds that slot's frame (job lane profile's length).
+class FrameIo {
+ public:
+  virtual ~FrameIo() = default;
+  // The buffer of b, writable, content = the frame last written or sent in
+  // it (or a RESULT the io adopted for it, see on_frame): stays valid until
+  // the next call for b.
+  virtual uint8_t* frame(uint32_t b) = 0;
+  // Queue b's frame (len bytes) on `port`. false = no room now (the engine
+  // tries again); while the link is down the io takes and drops it.
+  virtual bool send(uint16_t port, uint32_t b, uint16_t len) = 0;
+};
+
+// What one op did (summed over the engines/parts that served it).
+struct OpStats {
+  uint64_t chunks = 0;
+  uint64_t results = 0;          // RESULTs accepted (final and redone)
+  uint64_t fallbacks = 0;        // final results computed by the PS
+  uint64_t overflows = 0;        // RESULTs with OVERFLOW
+  uint64_t redos = 0;            // chunks sent again with e + 2
+  uint64_t clipped_chunks = 0;   // final results still clipped (max_redos reached)
+  uint64_t retransmissions = 0;
+  uint64_t duplicates = 0;       // RESULTs for a use already completed
+  std::array<uint64_t, 9> req_hist{}, granted_hist{};  // index width / 4; granted: switch-aggregated only
+  uint64_t granted_bits_sum = 0, aggregated = 0;       // over switch-aggregated final results
+  double error_bound = 0;        // max over elements of |decoded - exact float sum| allowed (unclipped)
+  void add(const OpStats& o);
+  double avg_granted_bits() const { return aggregated ? double(granted_bits_sum) / double(aggregated) : 0; }
+};
+
+struct TensorState;
+
+struct AllreduceOp {
+  uint64_t key = 0;                // tensor key: widths adapt over the ops of one key
+  unsigned worker = 0;             // index into EngineConfig::workers
+  std::span<const float> input;
+  std::span<float> output;         // same size; may be the input's memory
+  // Called once, on the engine thread that completes the op (last part), or
+  // inside submit() for an empty tensor or a rejected op.
+  std::function<void(AllreduceOp&)> done;
+
+  // Results (valid in done):
+  bool failed = false;
+  std::string error;
+  OpStats stats;
+  uint64_t first_chunk = 0;        // global chunk number of chunk 0
+  uint64_t submit_ns = 0, done_ns = 0;
+
+  // Shared by the engines of a multi-part process: the app calls
+  // prepare_op() once before submitting the op to every part; with one part
+  // the engine does it itself with a state per key.
+  std::shared_ptr<TensorState> state;
+
+  // Engine-private.
+  std::atomic<unsigned> parts_left{0};
+  std::vector<OpStats> part_stats;
+  std::shared_ptr<AllreduceOp> prev;  // previous op of the key (params depend on it), until this one is done
+  std::vector<float> chunk_max;       // max |aggregate| / N per chunk, written as chunks complete
+  double tensor_max = 0;              // max of chunk_max, when complete
+  std::atomic<bool> complete{false};
+  bool linked = false;
+  uint32_t round = 0;                 // ops of the key (same size) before this one
+};
+using OpPtr = std::shared_ptr<AllreduceOp>;
+
+// Per tensor key and logical worker: the last op submitted on the key, whose
+// decoded aggregate (chunk maxima) chooses the next op's width and exponent
+// per chunk.
+struct TensorState {
+  std::shared_ptr<AllreduceOp> last;
+};
+
+// Links op behind the last op of its key (state) for an engine of `lanes`
+// lanes. Once per op, before submitting it to the parts of a multi-part process.
+void prepare_op(const std::shared_ptr<AllreduceOp>& op, const std::shared_ptr<TensorState>& state, unsigned lanes);
+
+// A final or redone RESULT as the engine accepted it, for observers (the
+// verifier, memory accounting). Lanes as they are in the frames (big-endian).
+struct ChunkResult {
+  const AllreduceOp* op;
+  unsigned worker;          // index into EngineConfig::workers
+  uint64_t chunk, global;   // chunk of the op, global chunk number
+  uint32_t slot;
+  unsigned version;
+  agqc::ChunkParams p;      // request R and exponent e
+  int width, pos;           // granted (fallback: R, pos 0)
+  bool fallback, overflow, redo;  // redo: this result is discarded, the chunk goes again
+  unsigned n_lanes, n_valid;      // lanes in the frame, lanes inside the tensor
+  const uint8_t* result_be;       // the RESULT's lanes
+  const uint8_t* sent_be;         // our DATA's lanes, as sent
+  const float* decoded;           // final results: the decoded values written to the output
+  uint16_t epoch;
+};
+class ChunkObserver {
+ public:
+  virtual ~ChunkObserver() = default;
+  virtual void on_chunk(const ChunkResult& r) = 0;
+};
+
+// Engine-wide counters beyond the per-op stats.
+struct EngineStats {
+  OpStats total;                    // all ops
+  uint64_t ops_done = 0, ops_failed = 0;
+  uint64_t bad_results = 0;         // RESULTs that do not fit the request (not decodable)
+  uint64_t max_retries_seen = 0;
+  uint64_t switch_restarts = 0;     // boot epoch changes seen
+  uint64_t link_downs = 0;
+  uint16_t epoch = 0;               // last boot epoch seen (0: none yet)
+  uint64_t rtt_samples = 0;
+  double srtt_ns = 0, rttvar_ns = 0;
+  uint64_t rto_ns = 0;              // current base RTO
+};
+
+class AllreduceEngine {
+ public:
+  AllreduceEngine();
+  ~AllreduceEngine();
+  bool init(const EngineConfig& cfg, FrameIo& io, std::string& err);
+
+  // Engine thread only. Returns false (and calls done with failed/error) if
+  // the op is invalid or the engine has failed.
+  bool submit(const OpPtr& op);
+  // One received frame. Returns the buffer index whose frame it completed
+  // (the io may adopt this frame as that buffer's next one: a RESULT becomes
+  // the slot's next DATA in place), or -1 (not ours / nothing to adopt).
+  int on_frame(std::span<const uint8_t> frame, uint64_t now_ns);
+  // Call after rx is drained: sends ready DATA (burst per logical worker)
+  // and services the retransmission timers. Returns frames sent.
+  unsigned tick(uint64_t now_ns);
+  // The io saw the link go down or come back (a restarted switch: redo in-flight sequences).
+  void on_link(bool up, uint64_t now_ns);
+  void set_observer(ChunkObserver* o) { observer_ = o; }
+
+  bool idle() const;                // nothing submitted that is not done
+  bool failed() const { return !diagnostic_.empty(); }
+  const std::string& diagnostic() const { return diagnostic_; }
+  bool got_reply() const { return got_reply_; }
+  uint64_t outstanding() const;     // sequences in flight
+  uint64_t chunks_done() const { return counters_.chunks_done; }
+  const Counters& counters() const { return counters_; }
+  const EngineStats& stats() const { return stats_; }
+  const EngineConfig& config() const { return cfg_; }
+  uint32_t buffers() const { return uint32_t(cfg_.workers.size()) * cfg_.job.slots; }
+  size_t frame_len() const { return agq_frame_len(cfg_.job.lanes); }
+  uint64_t first_send_ns() const { return first_send_ns_; }
+  uint64_t last_result_ns() const { return last_result_ns_; }
+  // Fail every op with this message (the app gives up, e.g. on a signal).
+  void fail(const std::string& why);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> im_;
+  EngineConfig cfg_;
+  ChunkObserver* observer_ = nullptr;
+  Counters counters_;
+  EngineStats stats_;
+  std::string diagnostic_;
+  bool got_reply_ = false;
+  uint64_t first_send_ns_ = 0, last_result_ns_ = 0;
+};
+
+// An op ready for an engine of `parts` parts (one per lcore; submit it to every one).
+OpPtr make_op(uint64_t key, std::span<const float> input, std::span<float> output,
+              std::function<void(AllreduceOp&)> done = {}, unsigned worker = 0, unsigned parts = 1);
+
+}  // namespace agq::worker
