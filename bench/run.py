@@ -653,7 +653,7 @@ def markdown(res: dict) -> str:
               "| benchmark | ns/packet | ns/element | lanes | width bits | passes/pkt | frames out/pkt | "
               "dropped in switch | packets in cycle |", "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
         for k, v in b.items():
-            if k.startswith("Pipeline/"):
+            if k.startswith(("Pipeline/", "PipelineBurst/")):  # PipelineBurst: process_burst, 32 per call
                 L.append(f"| {k.removeprefix('Pipeline/')} | {fmt(v.get('ns_per_pkt'), 1)} | "
                          f"{fmt(v.get('ns_per_elem'), 2)} | {fmt(v.get('lanes'), 0) if v.get('lanes') else '–'} | "
                          f"{fmt(v.get('width_bits'), 0) if v.get('width_bits') else '–'} | "

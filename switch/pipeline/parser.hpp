@@ -95,7 +95,8 @@ inline ParserError parse_view(const uint8_t* p, size_t n, FrameView& v) {
     if (n < off + AgqClassic::kLen) return fail(ParserError::Truncated);
     v.agq_classic_valid = true;
   } else if (dst_port == kAgqPort) {
-    if (n < off + Agq::kLen) return fail(ParserError::Truncated);
+    // 20 fixed bytes, then the lanes of its profile (as parse()).
+    if (n < off + kAgqFixedLen || n < off + header_len(p[off + 17])) return fail(ParserError::Truncated);
     v.agq_valid = true;
   }
   return ParserError::None;

@@ -107,6 +107,7 @@ class FrameGen {
     a.encode(payload);
     auto s = udp_spec(proto::kAgqPort);
     s.src_port = uint16_t(0xC000 | below(0x1000));
+    if (chance(85)) s.src_ip = host(a.worker_id % u_.hosts);  // worker w sends from host w
     return proto::build_udp_frame(s, payload);
   }
 

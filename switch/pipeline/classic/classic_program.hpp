@@ -51,6 +51,8 @@ class ClassicProgram final : public SwitchProgram {
   void clear_counters() override;
   void clear_state() override;
   uint32_t aggregator_count() const override;
+  // Every register lives in shard 0's instance (lcore 0).
+  uint32_t aggregator_shard(uint32_t /*index*/) const override { return kAggregationShard; }
   NamedCells dump_aggregator(uint32_t index) const override;
 
   // Typed register reads for tests and tools.
