@@ -99,6 +99,14 @@ def test_hook_equals_gloo_within_bound(ranks):
         bad = [c for c in checks if c["violations"]]
         assert not bad, bad[:3]
         assert all(c["max_over_bound"] <= 1.0 + 1e-6 or c["max_abs"] < 1e-6 for c in checks), checks[:3]
+        # The hook returned while buckets were still travelling: backward was not blocked by them.
+        assert rec["in_flight_at_return"] > 0, rec["in_flight_at_return"]
+
+
+def test_nan_gradients_are_reported(ranks):
+    _, recs, _ = ranks
+    for rec in recs:
+        assert "NaN/Inf" in rec["nan_backward"] and "DDP bucket" in rec["nan_backward"], rec["nan_backward"]
 
 
 def test_training_tracks_gloo(ranks):
@@ -108,6 +116,28 @@ def test_training_tracks_gloo(ranks):
     for s, (g, a) in enumerate(zip(lg, la)):
         assert abs(a - g) <= 0.02 * g, (s, g, a)                # and like Gloo, step by step
     assert recs[0]["params_max_diff"] < 1e-2, recs[0]["params_max_diff"]
+
+
+def test_cpp_client_many_in_flight(switch, ranks, tmp_path):
+    """libagq's C++ API on its own (workers/examples/allreduce_client.cpp):
+    4 tensors in flight per rank, every element within its bound of the
+    exact sum, both ranks with the same result."""
+    import agq_torch
+    from agq_torch.launch import binary
+    agq_torch.reset_job(switch.ctl, 1)  # the ranks' run left the job's slots used: a new run starts clean
+    # rank 0 takes the job from the switch (C++ job get), rank 1 is given it by hand
+    job_args = [["--switch-ctl", str(switch.ctl)], ["--workers", str(WORLD), "--slots", "64", "--rows", "32"]]
+    procs = [subprocess.Popen([str(binary("agq-allreduce-example")), "--vdev", switch.vdev(r), "--job", "1",
+                               "--rank", str(r), *job_args[r],
+                               "--elements", "20001", "--ops", "4", "--file-prefix", f"agqcpp{r}x{os.getpid()}"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(WORLD)]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    recs = [[json.loads(l) for l in o.splitlines() if l.startswith("{")] for o in outs]
+    assert [len(r) for r in recs] == [4, 4], outs
+    for a, b in zip(*recs):
+        assert a["ok"] and b["ok"] and a["checksum"] == b["checksum"], (a, b)
+        assert a["max_error_over_bound"] <= 1.0 and a["chunks"] == -(-20001 // 32), a
 
 
 def _client_script(vdev, job, timeout_kw):
