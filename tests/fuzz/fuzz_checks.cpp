@@ -8,6 +8,7 @@
 
 #include "../common/random_frames.hpp"
 #include "pipeline/agq/agq_program.hpp"
+#include "pipeline/agq_fast/agq_fast_program.hpp"
 #include "pipeline/classic/classic_program.hpp"
 #include "pipeline/parser.hpp"
 #include "pipeline/reference/classic_reference.hpp"
@@ -87,9 +88,14 @@ pipeline::agq::JobSpec agq_job(uint16_t id) {
 struct FuzzHarness::Impl {
   Impl()
       : classic(cfg(), pipeline::ForwardingConfig{}, pre_classic),
-        classic_ref(cfg(), pipeline::ForwardingConfig{}, pre_ref),
-        agq(std::make_unique<pipeline::agq::AgqProgram>(pipeline::agq::AgqConfig{16, 64},
-                                                        pipeline::ForwardingConfig{}, pre_agq)) {
+        classic_ref(cfg(), pipeline::ForwardingConfig{}, pre_ref) {
+    // Both agq programs: the TNA model and the fast one the switch runs.
+    agqs.push_back({std::make_unique<tna::ReplicationEngine>(), nullptr});
+    agqs.back().prog = std::make_unique<pipeline::agq::AgqProgram>(pipeline::agq::AgqConfig{16, 64},
+                                                                   pipeline::ForwardingConfig{}, *agqs.back().pre);
+    agqs.push_back({std::make_unique<tna::ReplicationEngine>(), nullptr});
+    agqs.back().prog = std::make_unique<pipeline::agq::fast::AgqFastProgram>(
+        pipeline::agq::AgqConfig{16, 64}, pipeline::ForwardingConfig{}, *agqs.back().pre);
     testframes::FrameGen names(0, universe());
     auto setup = [&](auto& f) {
       f.add_static_mac(names.station(0), 1);
@@ -98,9 +104,11 @@ struct FuzzHarness::Impl {
     };
     setup(classic.forwarding());
     setup(classic_ref.forwarding());
-    setup(agq->forwarding());
-    for (uint16_t id : {kJobA, kJobB})
-      if (auto err = agq->add_job(agq_job(id))) throw FuzzFailure("add_job: " + *err);
+    for (auto& a : agqs) {
+      setup(a.prog->forwarding());
+      for (uint16_t id : {kJobA, kJobB})
+        if (auto err = a.prog->add_job(agq_job(id))) throw FuzzFailure("add_job: " + *err);
+    }
   }
 
   static pipeline::classic::ClassicConfig cfg() { return {1, {2, 3}, kClassicCapacity}; }
@@ -120,29 +128,34 @@ struct FuzzHarness::Impl {
   }
 
   // Every cell of one agq job (its rows and their slots).
-  pipeline::SwitchProgram::NamedCells job_cells(uint16_t id) const {
+  static pipeline::SwitchProgram::NamedCells job_cells(const pipeline::agq::AgqSwitchProgram& agq, uint16_t id) {
     pipeline::SwitchProgram::NamedCells out;
-    const auto p = agq->placement(id);
+    const auto p = agq.placement(id);
     if (!p) return out;
     for (uint32_t row = p->row_base; row < p->row_base + p->rows; ++row) {
-      auto cells = agq->dump_aggregator(row);
+      auto cells = agq.dump_aggregator(row);
       out.insert(out.end(), cells.begin(), cells.end());
     }
     return out;
   }
 
-  uint64_t agq_drops() const {
+  static uint64_t agq_drops(const pipeline::agq::AgqSwitchProgram& agq) {
     uint64_t n = 0;
     for (const char* c : {"drops_agq_malformed", "drops_agq_unknown_job", "drops_agq_bad_worker",
                           "drops_agq_bad_slot", "drops_agq_bad_width"})
-      n += counter(*agq, c);
+      n += counter(agq, c);
     return n;
   }
 
-  tna::ReplicationEngine pre_classic, pre_ref, pre_agq;
+  struct Agq {
+    std::unique_ptr<tna::ReplicationEngine> pre;
+    std::unique_ptr<pipeline::agq::AgqSwitchProgram> prog;
+  };
+
+  tna::ReplicationEngine pre_classic, pre_ref;
   pipeline::classic::ClassicProgram classic;
   pipeline::reference::ClassicReference classic_ref;
-  std::unique_ptr<pipeline::agq::AgqSwitchProgram> agq;
+  std::vector<Agq> agqs;
 };
 
 FuzzHarness::FuzzHarness() : impl_(std::make_unique<Impl>()) {}
@@ -191,44 +204,46 @@ void FuzzHarness::check(std::span<const uint8_t> frame, uint16_t port, uint64_t 
   }
 
   // ---- agq: jobs isolated, malformed counted and harmless
-  {
-    const auto cells_a = s.job_cells(kJobA), cells_b = s.job_cells(kJobB);
-    const uint64_t errors_before = counter(*s.agq, "parser_errors");
-    const uint64_t drops_before = s.agq_drops();
+  for (Impl::Agq& A : s.agqs) {
+    pipeline::agq::AgqSwitchProgram& agq = *A.prog;
+    const std::string who = A.prog.get() == s.agqs.front().prog.get() ? "agq model: " : "agq fast: ";
+    const auto cells_a = Impl::job_cells(agq, kJobA), cells_b = Impl::job_cells(agq, kJobB);
+    const uint64_t errors_before = counter(agq, "parser_errors");
+    const uint64_t drops_before = Impl::agq_drops(agq);
     std::vector<uint8_t> a(frame.begin(), frame.end());
-    const tna::Decision d = s.agq->process(a, md);
-    if (d.kind == tna::Decision::Kind::Unicast) require(d.port != tna::kNoPort, "agq: unicast to no port");
+    const tna::Decision d = agq.process(a, md);
+    if (d.kind == tna::Decision::Kind::Unicast) require(d.port != tna::kNoPort, who + "unicast to no port");
     if (d.kind == tna::Decision::Kind::Multicast) {
-      require(d.group == pipeline::Forwarding::kFloodGroup || s.pre_agq.has_group(d.group),
-              "agq: multicast to a group that does not exist");
-      if (s.agq->has_egress())
-        for (const tna::Replica& r : s.pre_agq.members(d.group)) {
+      require(d.group == pipeline::Forwarding::kFloodGroup || (*A.pre).has_group(d.group),
+              who + "multicast to a group that does not exist");
+      if (agq.has_egress())
+        for (const tna::Replica& r : (*A.pre).members(d.group)) {
           std::vector<uint8_t> copy = a;
-          s.agq->egress(copy, r.port, r.rid);
+          agq.egress(copy, r.port, r.rid);
         }
     }
-    const bool untouched_a = s.job_cells(kJobA) == cells_a, untouched_b = s.job_cells(kJobB) == cells_b;
+    const bool untouched_a = Impl::job_cells(agq, kJobA) == cells_a, untouched_b = Impl::job_cells(agq, kJobB) == cells_b;
     if (err != ParserError::None) {
-      require(d.kind == tna::Decision::Kind::Drop, "agq: a parser error was not dropped");
-      require(counter(*s.agq, "parser_errors") == errors_before + 1, "agq: parser error not counted");
-      require(untouched_a && untouched_b, "agq: a frame the parser rejected changed a job's registers");
+      require(d.kind == tna::Decision::Kind::Drop, who + "a parser error was not dropped");
+      require(counter(agq, "parser_errors") == errors_before + 1, who + "parser error not counted");
+      require(untouched_a && untouched_b, who + "a frame the parser rejected changed a job's registers");
     } else if (!h.agq_valid) {
-      require(untouched_a && untouched_b, "agq: ordinary traffic changed a job's registers");
+      require(untouched_a && untouched_b, who + "ordinary traffic changed a job's registers");
     } else {
-      ++stats_.agq_frames;
+      stats_.agq_frames += A.prog.get() == s.agqs.front().prog.get();
       const uint16_t job = h.agq.job_id;
       const bool rejected = d.kind == tna::Decision::Kind::Drop && d.drop_reason >= uint16_t(AgqDrop::Malformed) &&
                             d.drop_reason <= uint16_t(AgqDrop::BadWidth);
       if (rejected) {
         ++stats_.agq_rejected;
-        require(s.agq_drops() == drops_before + 1, "agq: a rejected frame was not counted under its drop reason");
-        require(untouched_a && untouched_b, "agq: a rejected frame (drop " + std::to_string(d.drop_reason) +
+        require(Impl::agq_drops(agq) == drops_before + 1, who + "a rejected frame was not counted under its drop reason");
+        require(untouched_a && untouched_b, who + "a rejected frame (drop " + std::to_string(d.drop_reason) +
                                                 ") changed a job's registers");
       } else {
         ++stats_.agq_accepted;
       }
-      if (job != kJobA) require(untouched_a, "agq: a frame of job " + std::to_string(job) + " changed job 1");
-      if (job != kJobB) require(untouched_b, "agq: a frame of job " + std::to_string(job) + " changed job 2");
+      if (job != kJobA) require(untouched_a, who + "a frame of job " + std::to_string(job) + " changed job 1");
+      if (job != kJobB) require(untouched_b, who + "a frame of job " + std::to_string(job) + " changed job 2");
     }
   }
 }
@@ -236,11 +251,13 @@ void FuzzHarness::check(std::span<const uint8_t> frame, uint16_t port, uint64_t 
 void FuzzHarness::churn_jobs() {
   Impl& s = *impl_;
   ++stats_.job_churns;
-  const auto cells_a = s.job_cells(kJobA);
-  require(s.agq->remove_job(kJobB), "agq: remove_job failed");
-  require(s.job_cells(kJobA) == cells_a, "agq: removing job 2 changed job 1");
-  if (auto err = s.agq->add_job(agq_job(kJobB))) throw FuzzFailure("agq: re-adding job 2: " + *err);
-  require(s.job_cells(kJobA) == cells_a, "agq: adding job 2 changed job 1");
+  for (Impl::Agq& A : s.agqs) {
+    const auto cells_a = Impl::job_cells(*A.prog, kJobA);
+    require(A.prog->remove_job(kJobB), "agq: remove_job failed");
+    require(Impl::job_cells(*A.prog, kJobA) == cells_a, "agq: removing job 2 changed job 1");
+    if (auto err = A.prog->add_job(agq_job(kJobB))) throw FuzzFailure("agq: re-adding job 2: " + *err);
+    require(Impl::job_cells(*A.prog, kJobA) == cells_a, "agq: adding job 2 changed job 1");
+  }
 }
 
 void FuzzHarness::check_classic_state() {

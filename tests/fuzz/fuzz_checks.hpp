@@ -8,7 +8,8 @@
 //           bytes, counters, every register cell, MAC table); a frame the
 //           parser rejects is counted (parser_errors) and touches no
 //           register; a frame that is not classic AGQ touches no register.
-//  agq      two jobs; a frame the parser rejects is counted and touches no
+//  agq      the TNA model (AgqProgram) and the fast program the switch runs
+//           (agq_fast), each with two jobs; a frame the parser rejects is counted and touches no
 //           job's cells; an agq frame dropped as malformed / unknown job /
 //           bad worker / bad slot / bad width is counted under its drop
 //           counter and touches no cell; an agq frame of job J never touches
