@@ -41,7 +41,9 @@ int main(int argc, char** argv) {
   {
     Ports ports;
     std::string err;
-    if (!ports.open(o.connect_timeout_s, err)) {
+    // agq workers keep one mbuf per outstanding slot (lib/allreduce_engine.hpp).
+    const unsigned extra = o.protocol == Protocol::Agq && o.role == Role::Worker ? unsigned(o.ids.size()) * o.agq.slots : 0;
+    if (!ports.open(o.connect_timeout_s, err, 1, extra)) {
       std::fprintf(stderr, "agq-worker: %s\n", err.c_str());
       eal_cleanup();
       return 3;

@@ -23,7 +23,7 @@ struct Options {
   double error_budget = 1e-3;
   double margin = 2.0;
   double rto_ms = 20.0;
-  double rto_min_ms = 2.0;
+  double rto_min_ms = 5.0;
   double rto_max_ms = 640.0;
   std::string verify = "all";     // agq: all | sample:K | off
   uint32_t verify_every = 1;      // parsed --verify
