@@ -3,6 +3,7 @@
 // 2 the switch could not be reached (or bad agqctl flags).
 // CLI11 lives only in this file: it is slow to compile.
 #include <CLI/CLI.hpp>
+#include <filesystem>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -38,6 +39,10 @@ int main(int argc, char** argv) {
     std::cerr << "agqctl: unknown option " << words[0] << "\n" << app.help();
     return 2;
   }
+  // The switch writes capture files from its own working directory: give it
+  // an absolute path ("capture PORT DIR FILE ...").
+  if (words[0] == "capture" && words.size() >= 4 && !words[3].empty() && words[3][0] != '/')
+    words[3] = std::filesystem::absolute(words[3]).lexically_normal().string();
   std::string line;
   for (const auto& w : words) line += (line.empty() ? "" : " ") + w;
   if (json && words.back() != "--json") line += " --json";

@@ -37,6 +37,7 @@
 #include "dataplane/rate_reporter.hpp"
 #include "dataplane/switch_dataplane.hpp"
 #include "dataplane/switch_view.hpp"
+#include "observe/capture.hpp"
 #include "observe/telemetry.hpp"
 #include "pipeline/forwarding.hpp"
 
@@ -222,6 +223,11 @@ int run_switch(const Flags& f) {
   // (or directly while the lcores do not poll).
   pipes.set_executor(&dp->commands());
   control::ControlPlane cp(pipes, view, socket);
+  // After dp and ports: destroyed first, once the lcores have stopped.
+  observe::CaptureManager capture;
+  cp.add_command("capture", [&capture](const std::vector<std::string>& w, bool json) {
+    return capture.command(w, json);
+  });
   try {
     cp.start();
     observe::register_telemetry(socket);  // /agq/... answered through the socket just opened
@@ -257,6 +263,7 @@ int run_switch(const Flags& f) {
   ctl.join();
   if (stats.joinable()) stats.join();
   cp.stop_and_unlink();
+  capture.stop_all();  // the lcores have stopped: every capture file completed
   if (!f.quiet) {
     std::printf("\nagq-switch: stopped. Counters:\n%s\nPorts:\n%s", cp.format_counters().c_str(),
                 dataplane::format_port_stats(view.port_stats()).c_str());

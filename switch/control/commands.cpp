@@ -67,6 +67,10 @@ constexpr const char* kHelp =
     "drop <port> <rx|tx> <p>     drop simulator: drop packets with probability p (0..1)\n"
     "drop list                   drop probabilities and simulated drops per port\n"
     "drop clear                  set every drop probability to 0\n"
+    "capture <port> rx|tx|both <file.pcapng> [--count N] [--snaplen B]\n"
+    "                            copy the port's packets into a pcapng file (DPDK rte_pcapng)\n"
+    "capture stop [<port>]       stop one capture or all (also: N packets written, switch exit)\n"
+    "capture list                captures: file, packets written, packets dropped\n"
     "Commands that print data print JSON instead when the line ends with --json.\n";
 
 // 'counters --json': the "name value" lines of format_counters() (the one
@@ -118,6 +122,7 @@ class Interpreter {
     if (cmd == "arp") return arp(w);
     if (cmd == "job") return job_command(pipes_, dp_, w, json_);
     if (cmd == "drop") return drop_command(dp_, w, json_);
+    if (auto* handler = cp.extra_command(cmd)) return (*handler)(w, json_);
     throw CommandError{"unknown command '" + cmd + "' (try 'help')", ""};
   }
 

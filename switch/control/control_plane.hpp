@@ -10,6 +10,8 @@
 #include <atomic>
 #include <memory>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -86,7 +88,19 @@ class ControlPlane {
   const std::string& socket_path() const { return socket_path_; }
   Pipes& pipes() { return pipes_; }
 
+  // Command families served outside this interpreter (packet capture needs
+  // DPDK, which agq_control does not link). The handler gets the words
+  // (without a trailing --json) and whether --json was given; it runs on
+  // the control thread and throws CommandError (command_util.hpp) to refuse.
+  using CommandHandler = std::function<std::string(const std::vector<std::string>& words, bool json)>;
+  void add_command(const std::string& name, CommandHandler handler) { extra_[name] = std::move(handler); }
+  const CommandHandler* extra_command(const std::string& name) const {
+    auto it = extra_.find(name);
+    return it == extra_.end() ? nullptr : &it->second;
+  }
+
  private:
+  std::map<std::string, CommandHandler> extra_;
   void serve_one(int conn);
   void age_macs();
   void apply_mac_digests();

@@ -110,6 +110,26 @@ def test_training_tracks_gloo(ranks):
     assert recs[0]["params_max_diff"] < 1e-2, recs[0]["params_max_diff"]
 
 
+def test_cpp_client_many_in_flight(switch, ranks, tmp_path):
+    """libagq's C++ API on its own (workers/examples/allreduce_client.cpp):
+    4 tensors in flight per rank, every element within its bound of the
+    exact sum, both ranks with the same result."""
+    import agq_torch
+    from agq_torch.launch import binary
+    agq_torch.reset_job(switch.ctl, 1)  # the ranks' run left the job's slots used: a new run starts clean
+    procs = [subprocess.Popen([str(binary("agq-allreduce-example")), "--vdev", switch.vdev(r), "--job", "1",
+                               "--workers", str(WORLD), "--rank", str(r), "--slots", "64", "--rows", "32",
+                               "--elements", "20001", "--ops", "4", "--file-prefix", f"agqcpp{r}x{os.getpid()}"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(WORLD)]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    recs = [[json.loads(l) for l in o.splitlines() if l.startswith("{")] for o in outs]
+    assert [len(r) for r in recs] == [4, 4], outs
+    for a, b in zip(*recs):
+        assert a["ok"] and b["ok"] and a["checksum"] == b["checksum"], (a, b)
+        assert a["max_error_over_bound"] <= 1.0 and a["chunks"] == -(-20001 // 32), a
+
+
 def _client_script(vdev, job, timeout_kw):
     return (f"import sys, time; sys.path.insert(0, {str(SRC / 'workers' / 'python')!r}); import torch, agq_torch\n"
             f"t0 = time.monotonic()\n"

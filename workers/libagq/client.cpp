@@ -7,10 +7,12 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <unordered_map>
 
 #include "app/ports.hpp"
 #include "dataplane/idle_backoff.hpp"
+#include "lib/buffer_frame_io.hpp"
 #include "libagq/eal_once.hpp"
 
 namespace agq::libagq {
@@ -22,7 +24,55 @@ using Deadline = std::chrono::steady_clock::time_point;
 Deadline deadline_of(double s) {
   return std::chrono::steady_clock::now() + std::chrono::microseconds(int64_t(s * 1e6));
 }
+// The engine of this process's one logical worker.
+worker::EngineConfig engine_config(const ClientOptions& o) {
+  worker::EngineConfig c;
+  c.job = o.job.job;
+  c.tuning = o.tuning;
+  c.workers = {worker::WorkerIdentity::defaults(o.job.job.job_id, o.job.worker_id, 0)};
+  if (o.job.self.ip) c.workers[0].self = o.job.self;
+  if (o.job.ps.ip) c.workers[0].dst = o.job.ps;
+  return c;
+}
+
+// Writes each element's error bound as its chunk's final RESULT is accepted
+// (PROTOCOL.md §2: N * (1/2 + 2^d - 1) * 2^e, times the op's scale; a
+// chunk still clipped after the redos has none).
+class BoundWriter final : public worker::ChunkObserver {
+ public:
+  std::unordered_map<const worker::AllreduceOp*, OpHandle*> ops;  // ops with a bound buffer
+  unsigned n = 2;
+  void on_chunk(const worker::ChunkResult& r) override {
+    if (r.redo) return;
+    auto it = ops.find(r.op);
+    if (it == ops.end()) return;
+    const OpHandle& h = *it->second;
+    const float b = r.overflow ? std::numeric_limits<float>::infinity()
+                               : float(worker::agqc::error_bound(n, r.p.exponent, r.p.width - r.width) *
+                                       double(std::fabs(h.scale)));
+    const uint64_t i0 = r.chunk * r.n_lanes;
+    for (unsigned k = 0; k < r.n_valid; ++k) h.bound[i0 + k] = b;
+  }
+};
 }  // namespace
+
+worker::AllreduceTuning training_tuning() {
+  worker::AllreduceTuning t;
+  t.init_width = 32;
+  t.init_scale = 16.0;
+  t.error_budget = 1e-4;
+  t.margin = 4.0;
+  return t;
+}
+
+std::string JobParams::validate() const {
+  std::string e = job.validate();
+  if (!e.empty()) return "job " + std::to_string(job.job_id) + ": " + e;
+  if (worker_id >= job.num_workers)
+    return "job " + std::to_string(job.job_id) + ": worker id " + std::to_string(worker_id) + " is not below N = " +
+           std::to_string(job.num_workers);
+  return {};
+}
 
 bool Future::ready() const {
   std::lock_guard lk(h_->mu);
@@ -49,10 +99,13 @@ Client::Client(const ClientOptions& opt) : opt_(opt) {}
 std::unique_ptr<Client> Client::open(const ClientOptions& opt) {
   std::string err;
   if (opt.vdev.empty()) throw ClientError("libagq: no port: set ClientOptions::vdev (e.g. a net_memif client)");
-  EngineConfig probe = opt.engine;
   {
-    OpEngine e;  // validates the job before the EAL starts
-    if (!e.init(probe, err)) throw ClientError("libagq: " + err);
+    // The job and tuning are checked before the EAL starts.
+    if (err = opt.job.validate(); !err.empty()) throw ClientError("libagq: " + err);
+    worker::AllreduceEngine e;
+    worker::BufferFrameIo io(opt.job.job.slots, worker::agq_frame_len(opt.job.job.lanes));
+    if (!e.init(engine_config(opt), io, err))
+      throw ClientError("libagq: job " + std::to_string(opt.job.job.job_id) + ": " + err);
   }
   std::vector<std::string> args = {"libagq", "--no-pci", "--no-telemetry", "--log-level=" + opt.log_level,
                                    "--file-prefix",
@@ -69,8 +122,8 @@ std::unique_ptr<Client> Client::open(const ClientOptions& opt) {
   std::unique_ptr<Client> c(new Client(opt));
   c->ports_ = std::make_unique<worker::Ports>();
   if (!c->ports_->open(opt.connect_timeout_s, err))
-    throw ClientError("libagq: job " + std::to_string(opt.engine.job.job_id) + " worker " +
-                      std::to_string(opt.engine.job.worker_id) + ": " + err);
+    throw ClientError("libagq: job " + std::to_string(opt.job.job.job_id) + " worker " +
+                      std::to_string(opt.job.worker_id) + ": " + err);
   if (c->ports_->count() != 1)
     throw ClientError("libagq: expected exactly one port towards the switch, the EAL has " +
                       std::to_string(c->ports_->count()));
@@ -113,7 +166,11 @@ Future Client::allreduce(std::span<const float> in, std::span<float> out, float 
   if (stop_.load()) throw ClientError("libagq: allreduce on a closed client");
   auto h = std::make_shared<OpHandle>();
   h->id = next_id_.fetch_add(1);
-  h->op = {in.data(), out.data(), bound.empty() ? nullptr : bound.data(), in.size(), scale, tag, h->id};
+  h->in = in;
+  h->out = out;
+  h->bound = bound;
+  h->scale = scale;
+  h->tag = tag;
   auto* box = new std::shared_ptr<OpHandle>(h);
   // Multi-producer enqueue: lock-free; only a full ring (4096 queued
   // operations) makes the caller wait.
@@ -155,36 +212,68 @@ std::vector<std::shared_ptr<OpHandle>> Client::take_completed(double timeout_s) 
 
 void Client::poll_main() {
   rte_thread_register();  // an lcore id, so mempool caches work for this thread
-  OpEngine eng;
+  const worker::EngineConfig cfg = engine_config(opt_);
+  worker::BufferFrameIo io(cfg.job.slots, worker::agq_frame_len(cfg.job.lanes));
+  io.set_sink(ports_.get());
+  worker::AllreduceEngine eng;
   std::string err;
-  eng.init(opt_.engine, err);  // validated in open()
-  std::unordered_map<uint64_t, std::shared_ptr<OpHandle>> live;
+  eng.init(cfg, io, err);  // validated in open()
+  BoundWriter bounds;
+  bounds.n = cfg.job.num_workers;
+  eng.set_observer(&bounds);
+  // Handles whose op the engine holds; completions found by the done callback.
+  std::unordered_map<const worker::AllreduceOp*, std::shared_ptr<OpHandle>> live;
+  std::vector<std::shared_ptr<OpHandle>> finished;  // completed during the last engine call
   dataplane::IdleBackoff idle(opt_.idle_sleep_us);
   void* boxes[32];
   bool reported = false;
+  uint64_t now = worker::now_ns();
+  auto submit = [&](const std::shared_ptr<OpHandle>& h) {
+    h->keep = worker::make_op(h->tag, h->in, h->out, [&, hp = h.get()](worker::AllreduceOp& o) {
+      // On this thread, inside submit(), tick() or on_frame(): apply the
+      // scale (DDP: 1 / world size); the handle is finished after the call.
+      if (!o.failed && hp->scale != 1.0f)
+        for (float& v : hp->out) v *= hp->scale;
+      bounds.ops.erase(&o);
+      auto it = live.find(&o);
+      if (it == live.end()) return;
+      finished.push_back(std::move(it->second));
+      live.erase(it);
+    });
+    h->keep->submit_ns = now;
+    live.emplace(h->keep.get(), h);
+    if (!h->bound.empty()) bounds.ops.emplace(h->keep.get(), h.get());
+    eng.submit(h->keep);  // an empty or rejected op completes inside
+  };
+  auto report = [&] {
+    for (auto& h : finished) {
+      const worker::AllreduceOp& o = *h->keep;
+      OpStats st;
+      st.engine = o.stats;
+      st.engine.error_bound *= std::fabs(double(h->scale));
+      st.elements = h->in.size();
+      st.seconds = double(worker::now_ns() - o.submit_ns) * 1e-9;
+      finish(h, !o.failed, o.failed ? "libagq: " + o.error : std::string(), st);
+      h->keep.reset();
+    }
+    const unsigned n = unsigned(finished.size());
+    finished.clear();
+    return n;
+  };
   while (!stop_.load(std::memory_order_relaxed)) {
-    const uint64_t now = worker::now_ns();
+    now = worker::now_ns();
     unsigned work = 0;
     const unsigned n = rte_ring_sc_dequeue_burst(submit_ring_, boxes, 32, nullptr);
     for (unsigned i = 0; i < n; ++i) {
       auto* box = static_cast<std::shared_ptr<OpHandle>*>(boxes[i]);
-      live.emplace((*box)->id, *box);
-      eng.submit((*box)->op, now);
+      submit(*box);
       delete box;
     }
     work += n;
     work += ports_->poll(0, [&](uint16_t, std::span<const uint8_t> b) { eng.on_frame(b, now); });
-    work += eng.tick(now, *ports_, 0);
+    work += eng.tick(now);
     work += ports_->flush();
-    auto& done = eng.completions();
-    for (auto& c : done) {
-      auto it = live.find(c.cookie);
-      if (it == live.end()) continue;
-      finish(it->second, c.ok, c.ok ? std::string() : "libagq: " + c.error, c.stats);
-      live.erase(it);
-    }
-    work += unsigned(done.size());
-    done.clear();
+    work += report();
     if (eng.failed() && !reported) {
       reported = true;
       std::lock_guard lk(done_mu_);
@@ -196,13 +285,15 @@ void Client::poll_main() {
       idle.idle();
   }
   // Whatever is still queued or in flight fails: nobody will answer it now.
-  const unsigned n = rte_ring_sc_dequeue_burst(submit_ring_, boxes, 32, nullptr);
-  for (unsigned i = 0; i < n; ++i) {
-    auto* box = static_cast<std::shared_ptr<OpHandle>*>(boxes[i]);
-    live.emplace((*box)->id, *box);
-    delete box;
-  }
-  for (auto& [id, h] : live) finish(h, false, "libagq: client closed before the operation completed", h->stats);
+  eng.fail("client closed before the operation completed");
+  report();
+  unsigned n;
+  while ((n = rte_ring_sc_dequeue_burst(submit_ring_, boxes, 32, nullptr)) > 0)
+    for (unsigned i = 0; i < n; ++i) {
+      auto* box = static_cast<std::shared_ptr<OpHandle>*>(boxes[i]);
+      finish(*box, false, "libagq: client closed before the operation completed", (*box)->stats);
+      delete box;
+    }
   rte_thread_unregister();
 }
 

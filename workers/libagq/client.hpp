@@ -1,17 +1,20 @@
 // libagq: allreduce through an agq-switch from a training process.
 //
 //   ClientOptions o;  o.vdev = "net_memif0,role=client,id=0,socket=/run/agq/w0.sock,socket-abstract=no";
-//   o.engine.job = {...};                     // or from `agqctl job get ID --json` (python: agq_torch.job_from_switch)
-//   auto c = Client::open(o, err);
+//   o.job = {...};                             // or from `agqctl job get ID --json` (python: agq_torch.job_from_switch)
+//   auto c = Client::open(o);
 //   Future f = c->allreduce(in, out, 1.0f / world, tag);   // many in flight
 //   f.get();                                   // throws ClientError with the diagnostic
 //
 // A Client owns the process's DPDK EAL (its own --file-prefix, started
 // once), one port (a memif client of the switch in tests, a NIC queue in
-// production) and a poll thread that runs the op engine: it drains
-// submissions from an rte_ring, receives, sends, services timers and backs
-// off when idle. Callers are never blocked by it except when they wait on a
-// Future; buffers must stay alive and untouched until their Future is ready.
+// production) and a poll thread that runs the workers' allreduce engine
+// (workers/lib/allreduce_engine.hpp, the same one agq-worker runs: widths
+// and exponents per chunk, retransmission, PS fallback, OVERFLOW redo,
+// switch restarts): it drains submissions from an rte_ring, receives,
+// sends, services timers and backs off when idle. Callers are never blocked
+// by it except when they wait on a Future; buffers must stay alive and
+// untouched until their Future is ready.
 #pragma once
 
 #include <atomic>
@@ -26,12 +29,33 @@
 #include <thread>
 #include <vector>
 
-#include "libagq/op_engine.hpp"
+#include "lib/allreduce_engine.hpp"
 
 struct rte_ring;
 namespace agq::worker { class Ports; }
 
 namespace agq::libagq {
+
+// The job as the switch holds it (`job get`, PROTOCOL.md §12) and this
+// process's place in it.
+struct JobParams {
+  worker::AllreduceJob job;       // id, N, slots, window, lanes, row_shift, max_width
+  unsigned worker_id = 0;         // this process's worker id (its rank)
+  worker::Endpoint self{}, ps{};  // addresses; ip 0 = lib/agq_wire's default identities
+  std::string validate() const;
+};
+
+// Training defaults: a tensor's first operation asks for 32 bits at a fine
+// step (no previous aggregate to size it), the error budget is 1e-4 of the
+// tensor's largest value and the margin 4x (gradients change from step to
+// step more than synthetic rounds do: fewer OVERFLOW redos).
+worker::AllreduceTuning training_tuning();
+
+struct OpStats {
+  worker::OpStats engine;         // chunks, widths, fallbacks, redos, retransmissions, error bound (scaled)
+  uint64_t elements = 0;
+  double seconds = 0;             // submit to completion, on the poll thread's clock
+};
 
 class ClientError : public std::runtime_error {
  public:
@@ -47,13 +71,18 @@ struct ClientOptions {
   double connect_timeout_s = 5.0;    // memif connect + link up
   uint32_t idle_sleep_us = 200;      // poll thread back-off cap
   bool completion_queue = false;     // keep finished handles for take_completed() (the Python binding)
-  EngineConfig engine;
+  JobParams job;
+  worker::AllreduceTuning tuning = training_tuning();
 };
 
 // One operation's state, shared by the caller's Future and the poll thread.
 struct OpHandle {
   uint64_t id = 0;
-  Op op;
+  std::span<const float> in;
+  std::span<float> out, bound;
+  float scale = 1.0f;
+  uint32_t tag = 0;
+  worker::OpPtr keep;  // poll thread only: the engine's op while it runs
   std::mutex mu;
   std::condition_variable cv;
   bool done = false;
@@ -100,7 +129,7 @@ class Client {
   // disconnects the port in order (the switch stops polling it first, P7).
   void close();
   bool closed() const { return stop_.load(); }
-  const JobParams& job() const { return opt_.engine.job; }
+  const JobParams& job() const { return opt_.job; }
   // Engine diagnostic once it failed (the switch stopped answering, ...).
   std::string diagnostic() const;
 

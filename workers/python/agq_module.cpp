@@ -45,24 +45,31 @@ std::span<T> f32_span(const py::array& a, const char* what, bool writable) {
   return {static_cast<T*>(const_cast<void*>(a.data())), size_t(a.size())};
 }
 
-py::dict stats_dict(const OpStats& s) {
+py::dict stats_dict(const OpStats& st) {
+  const agq::worker::OpStats& s = st.engine;
   py::dict d;
-  d["elements"] = s.elements;
+  d["elements"] = st.elements;
   d["chunks"] = s.chunks;
-  d["packets"] = s.packets;
   d["retransmissions"] = s.retransmissions;
-  d["redos"] = s.redos;
-  d["overflow_accepted"] = s.overflow_accepted;
-  d["fallbacks"] = s.fallbacks;
-  const uint64_t agg = s.chunks - s.fallbacks;
-  d["avg_req_bits"] = agg ? double(s.req_bits_sum) / double(agg) : 0.0;
-  d["avg_granted_bits"] = agg ? double(s.granted_bits_sum) / double(agg) : 0.0;
+  d["overflows"] = s.overflows;                  // RESULTs with OVERFLOW (some worker clipped)
+  d["redos"] = s.redos;                          // chunks sent again with e + 2
+  d["overflow_accepted"] = s.clipped_chunks;     // still clipped after the redos (bound infinite)
+  d["fallbacks"] = s.fallbacks;                  // summed by the PS
+  d["duplicates"] = s.duplicates;
+  uint64_t req_n = 0, req_bits = 0;
+  for (int i = 0; i <= 8; ++i) {
+    req_n += s.req_hist[i];
+    req_bits += s.req_hist[i] * uint64_t(4 * i);
+  }
+  d["avg_req_bits"] = req_n ? double(req_bits) / double(req_n) : 0.0;
+  d["avg_granted_bits"] = s.avg_granted_bits();  // over chunks aggregated in the switch
   py::dict h;
-  for (int i = 0; i <= 8; ++i)
-    if (s.granted_hist[i]) h[py::int_(4 * i)] = s.granted_hist[i];  // key 0: fallback to the PS
+  if (s.fallbacks) h[py::int_(0)] = s.fallbacks;  // key 0: fallback to the PS
+  for (int i = 1; i <= 8; ++i)
+    if (s.granted_hist[i]) h[py::int_(4 * i)] = s.granted_hist[i];
   d["granted_widths"] = h;
-  d["max_bound"] = s.max_bound;
-  d["seconds"] = s.done_ns > s.submit_ns ? double(s.done_ns - s.submit_ns) * 1e-9 : 0.0;
+  d["max_bound"] = s.error_bound;
+  d["seconds"] = st.seconds;
   return d;
 }
 
@@ -118,28 +125,28 @@ PYBIND11_MODULE(_agq, m) {
              o.connect_timeout_s = connect_timeout;
              o.idle_sleep_us = idle_sleep_us;
              o.completion_queue = true;
-             JobParams& j = o.engine.job;
-             if (num_workers > 255 || worker_id > 255) throw py::value_error("workers and worker id must be < 256");
-             j.job_id = job_id;
-             j.num_workers = uint8_t(num_workers);
-             j.worker_id = uint8_t(worker_id);
-             j.slots = slots;
-             j.rows = rows;
-             j.row_shift_hint = row_shift;
-             j.lanes = lanes;
-             j.max_width = max_width;
+             JobParams& j = o.job;
+             if (num_workers > 32 || worker_id > 255 || lanes > 255 || max_width > 255 || row_shift > 16)
+               throw py::value_error("workers must be <= 32, row_shift <= 16");
+             j.job.job_id = job_id;
+             j.job.num_workers = uint8_t(num_workers);
+             j.worker_id = worker_id;
+             j.job.slots = slots;
+             j.job.window = window;
+             j.job.row_shift = row_shift >= 0 ? uint8_t(row_shift) : agq::worker::AllreduceJob::row_shift_for(slots, rows);
+             j.job.lanes = uint8_t(lanes);
+             j.job.max_width = uint8_t(max_width);
              if (!self_ip.empty()) j.self = {parse_mac(self_mac, "self_mac"), parse_ip(self_ip, "self_ip")};
              if (!ps_ip.empty()) j.ps = {parse_mac(ps_mac, "ps_mac"), parse_ip(ps_ip, "ps_ip")};
-             EngineConfig& e = o.engine;
-             e.init_width = init_width;
-             e.init_scale = init_scale;
-             e.error_budget = error_budget;
-             e.margin = margin;
-             e.rto_ns = uint64_t(rto_ms * 1e6);
-             e.rto_max_ns = uint64_t(rto_max_ms * 1e6);
-             e.max_retries = max_retries;
-             e.reply_timeout_ns = uint64_t(reply_timeout * 1e9);
-             e.window = window;
+             agq::worker::AllreduceTuning& t = o.tuning;
+             t.init_width = init_width;
+             t.init_scale = init_scale;
+             t.error_budget = error_budget;
+             t.margin = margin;
+             t.rto_init_ns = uint64_t(rto_ms * 1e6);
+             t.rto_max_ns = uint64_t(rto_max_ms * 1e6);
+             t.max_retries = max_retries;
+             t.reply_timeout_ns = uint64_t(reply_timeout * 1e9);
              PyClient p;
              {
                py::gil_scoped_release nogil;  // memif connect waits up to connect_timeout
@@ -152,8 +159,8 @@ PYBIND11_MODULE(_agq, m) {
            py::arg("self_mac") = "", py::arg("ps_ip") = "", py::arg("ps_mac") = "", py::arg("file_prefix") = "",
            py::arg("mem_mb") = 128, py::arg("connect_timeout") = 5.0, py::arg("idle_sleep_us") = 200,
            py::arg("init_width") = 32, py::arg("init_scale") = 16.0, py::arg("error_budget") = 1e-4,
-           py::arg("margin") = 4.0, py::arg("rto_ms") = 20.0, py::arg("rto_max_ms") = 320.0,
-           py::arg("max_retries") = 20, py::arg("reply_timeout") = 5.0, py::arg("window") = 0, py::arg("row_shift") = -1)
+           py::arg("margin") = 4.0, py::arg("rto_ms") = 20.0, py::arg("rto_max_ms") = 640.0,
+           py::arg("max_retries") = 25, py::arg("reply_timeout") = 5.0, py::arg("window") = 0, py::arg("row_shift") = -1)
       .def("submit", &PyClient::submit, py::arg("input"), py::arg("output"), py::arg("scale") = 1.0f,
            py::arg("tag") = 0, py::arg("bound") = py::none(),
            "Queues sum(input over workers) * scale -> output; returns the operation id. Keep the arrays alive "

@@ -43,6 +43,19 @@ def job_from_switch(ctl_socket, job_id: int, timeout: float = 5.0) -> dict:
     return job
 
 
+def reset_job(ctl_socket, job_id: int, timeout: float = 5.0):
+    """`agqctl job reset ID`: zero the job's slots and rows on the switch.
+    A job's slots keep their state after its processes exit; a new set of
+    ranks numbers its chunks from 0 again and would be answered with the old
+    run's kept RESULTs. Call it once (e.g. on rank 0, before a barrier and
+    before any rank opens its AgqClient) when a job is started again on a
+    switch that is still running."""
+    r = subprocess.run([_agqctl(), "--socket", str(ctl_socket), "job", "reset", str(job_id)],
+                       capture_output=True, text=True, timeout=timeout)
+    if r.returncode != 0:
+        raise JobError(f"job {job_id}: the switch at {ctl_socket} cannot reset it: {(r.stderr or r.stdout).strip()}")
+
+
 def explicit_job(job_id: int, workers: int, slots: int, rows: int = 0, max_width: int = 32, lanes: int = 32) -> dict:
     """A job given by hand (addresses: lib/agq_wire's default identities)."""
     return {"id": job_id, "workers": workers, "slots": slots, "rows": rows, "max_width": max_width, "lanes": lanes}
