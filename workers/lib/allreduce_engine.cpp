@@ -126,7 +126,7 @@ struct AllreduceEngine::Impl {
     St st = St::Idle;
     agqc::ChunkParams p;
     uint8_t redos = 0;
-    bool retransmitted = false;
+    bool retransmitted = false, renewed = false;
     uint64_t send_seq = 0;   // order of its last transmission among the logical worker's
     unsigned tries = 0;
     uint64_t deadline = 0, rto = 0, sent_ns = 0;
@@ -158,7 +158,8 @@ struct AllreduceEngine::Impl {
   bool link_down = false;
   uint64_t restart_ns = 0, now = 0;
   uint16_t restart_from = 0;
-  bool redo_all = false;      // the next timer scan resends every expired slot (restart, link back)
+  bool redo_all = false;
+  unsigned outliers = 0;      // RTT samples ignored in a row      // the next timer scan resends every expired slot (restart, link back)
 
   explicit Impl(AllreduceEngine& eng) : e(eng) {}
 
@@ -247,6 +248,13 @@ struct AllreduceEngine::Impl {
   void rtt_sample(uint64_t r) {
     EngineStats& st = e.stats_;
     const double x = double(r);
+    const AllreduceTuning& tu = e.cfg_.tuning;
+    // A RESULT completes when the slowest worker's DATA arrived: a sample
+    // far above srtt is usually another worker's loss and retransmission,
+    // not our path. Counting those would feed the RTO with the RTO (at 10%
+    // loss it climbs to the cap); a run of 8 such samples is a real change.
+    if (st.rtt_samples && x > 2 * st.srtt_ns + double(tu.rto_min_ns) && ++outliers < 8) return;
+    outliers = 0;
     if (!st.rtt_samples) {
       st.srtt_ns = x;
       st.rttvar_ns = x / 2;
@@ -255,7 +263,7 @@ struct AllreduceEngine::Impl {
       st.srtt_ns = 0.875 * st.srtt_ns + 0.125 * x;
     }
     ++st.rtt_samples;
-    const AllreduceTuning& t = e.cfg_.tuning;
+    const AllreduceTuning& t = tu;
     // srtt + 4 rttvar, the variance term floored (as TCP's clock granularity
     // G: a perfectly steady RTT must not leave the RTO at srtt), capped.
     st.rto_ns = std::min<uint64_t>(uint64_t(st.srtt_ns + std::max(4 * st.rttvar_ns, double(t.rto_min_ns))),
@@ -501,6 +509,7 @@ bool AllreduceEngine::retransmit(uint32_t li, uint32_t s, uint64_t now_ns, bool 
     ++counters_.tx_refused;
   ++sl.tries;
   sl.retransmitted = true;
+  sl.renewed = false;
   sl.send_seq = ++lw.send_seq;
   lw.sent_order.push_back({s, sl.send_seq});
   ++counters_.retransmissions;
@@ -592,10 +601,13 @@ int AllreduceEngine::on_frame(std::span<const uint8_t> frame, uint64_t now_ns) {
     // Results flow again after a quiet spell (a late or descheduled peer):
     // the sequences in flight waited for the same peer; give them a full RTO
     // from now instead of retransmitting each one as its old deadline passes.
+    // Once per transmission: a lossy, slow job must not starve a lost one.
     const uint64_t d = now_ns + m.base_rto();
     for (auto& x : m.lws)
-      for (uint32_t t : m.owned)
-        if (x.slots[t].st == Impl::St::Sent && x.slots[t].deadline < d) x.slots[t].deadline = d;
+      for (uint32_t t : m.owned) {
+        Impl::Slot& y = x.slots[t];
+        if (y.st == Impl::St::Sent && !y.renewed && y.deadline < d) y.deadline = d, y.renewed = true;
+      }
   }
   last_result_ns_ = now_ns;
   if (!sl.retransmitted) {
@@ -681,6 +693,7 @@ unsigned AllreduceEngine::tick(uint64_t now_ns) {
       sl.st = Impl::St::Sent;
       sl.tries = 0;
       sl.retransmitted = false;
+      sl.renewed = false;
       sl.sent_ns = now_ns;
       sl.send_seq = ++lw.send_seq;
       lw.sent_order.push_back({s, sl.send_seq});
@@ -692,7 +705,9 @@ unsigned AllreduceEngine::tick(uint64_t now_ns) {
   }
   // Overtaken sequences (lost DATA or RESULT while others complete): resent
   // at once, without waiting for the RTO, which must cover scheduling stalls.
-  const uint64_t reorder = cfg_.tuning.reorder;
+  // (a window of fewer slots than the reorder threshold uses a quarter of it)
+  const uint64_t reorder =
+      std::min<uint64_t>(cfg_.tuning.reorder, std::max<uint64_t>(4, cfg_.job.max_outstanding() / 4));
   for (uint32_t li = 0; li < m.lws.size() && reorder && !failed(); ++li) {
     Impl::Logical& lw = m.lws[li];
     while (!lw.sent_order.empty()) {
@@ -741,7 +756,7 @@ unsigned AllreduceEngine::tick(uint64_t now_ns) {
         // the kept RESULT) or probe themselves, so no two workers wait on
         // each other's probes.
         if (quiet && s != probe) {
-          m.arm(sl, now_ns, sl.rto);
+          m.arm(sl, now_ns, m.base_rto());
           continue;
         }
         if (sl.tries >= cfg_.tuning.max_retries) {
