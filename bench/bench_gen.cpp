@@ -4,8 +4,18 @@
 //
 //   bench_gen [EAL] -- --traffic l2|classic|agq [--seconds S] [--warmup S]
 //                      [--rate-mpps R] [--burst N] [--window N] [--workers N]
-//                      [--width BITS]
-//   bench_gen --write-pcap FILE --traffic l2|classic|agq [--stream K] ...   (no EAL)
+//                      [--width BITS] [--rows R] [--queues Q]
+//   bench_gen --write-pcap FILE --traffic l2|classic|agq [--stream K]
+//             [--shard-mod M --shard-rem K] ...                              (no EAL)
+//
+// Shards (docs/PROTOCOL.md section 10): every agq DATA carries 0xC000|shard
+// in its UDP source port, shard = (job_id + (slot >> row_shift)) & 0xFFF,
+// row_shift from the job's slots (--window) and rows (--rows, default the
+// quota run.py gives: window * width / 32). With --queues Q the memif ports
+// get Q rings (the switch runs with --memif-queues Q) and shard k leaves on
+// ring k mod Q, so a switch with L = Q lcores receives every packet on the
+// lcore that owns it. --write-pcap --shard-mod M --shard-rem K keeps only the
+// frames with shard % M == K: one pcap per rx queue, steered as a NIC would.
 //
 // It sends the traffic's frames cyclically on port 0 (open loop: as fast as
 // the port takes them, or paced to R Mpps), receives on every port, and
@@ -35,9 +45,10 @@
 // use of each slot, so every sequence allocates (2 passes), aggregates and
 // ends in a RESULT multicast to the N workers (N replicas back on the
 // stream's port). Latency for agq: DATA carries the low 32 bits of the TSC
-// in `seq` and a magic number in `epoch` (bench/run.py fixes the switch's epoch to it), echoed in the
-// RESULT (made from the completing DATA), so a sample is: the completing
-// contribution's tx burst -> its RESULT replica's rx burst.
+// in `seq`, echoed in the RESULT (made from the completing DATA; the switch
+// writes its boot epoch at offset 18, so nothing of ours lives there), and
+// every agq RESULT of our jobs is a sample: the completing contribution's tx
+// burst -> its RESULT replica's rx burst.
 #include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_ethdev.h>
@@ -76,6 +87,9 @@ struct Opts {
   unsigned burst = 32;
   unsigned window = 256, workers = 2;
   unsigned width = 16;  // agq: req_width in bits
+  unsigned rows = 0;    // agq: the job's row quota; 0 = window * width / 32
+  unsigned queues = 1;  // memif rings per port; shard k leaves on ring k % queues
+  unsigned shard_mod = 0, shard_rem = 0;  // --write-pcap: keep shard % mod == rem
   size_t max_samples = 4u << 20;
 };
 
@@ -91,20 +105,33 @@ agq::proto::UdpFrameSpec spec(unsigned stream) {
 }
 
 // Where the stamp lives: UDP payload +20 for l2, AGQ data4 for classic;
-// agq: seq (32-bit TSC) and epoch (16-bit magic = the switch's fixed epoch) of the agq header.
+// agq: seq (32-bit TSC) of a RESULT (type: low nibble of byte 0; job_id: bytes 2..3).
 constexpr int kPayloadOff = 14 + 20 + 8;
 constexpr int kStampOffL2 = kPayloadOff + 20;
 constexpr int kStampOffAgq = kPayloadOff + 4 + 4 * 4;
+constexpr int kAgqTypeOff = kPayloadOff;
+constexpr int kAgqJobOff = kPayloadOff + 2;
 constexpr int kAgqSeqOff = kPayloadOff + 8;
-constexpr int kAgqReservedOff = kPayloadOff + 18;
-constexpr uint16_t kAgqMagic = 0xBE4C;
+
+// The job's row_shift (docs/PROTOCOL.md section 3): the smallest s with
+// ceil(slots / 2^s) <= rows.
+unsigned row_shift(const Opts& o) {
+  const unsigned rows = o.rows ? o.rows : std::max(1u, o.window * o.width / 32);
+  unsigned s = 0;
+  while (((o.window + (1u << s) - 1) >> s) > rows) ++s;
+  return s;
+}
+
+uint32_t shard_of(unsigned job, unsigned slot, unsigned shift) { return (job + (slot >> shift)) & 0x0FFFu; }
 
 // agq addresses of stream k: 10.200.k.host; worker w is host w + 1, the PS
 // 254 (run.py's [[job]] uses the same).
 uint32_t agq_ip(unsigned stream, unsigned host) { return 0x0AC80000u | stream << 8 | host; }
 
-std::vector<Frame> make_agq_frames(const Opts& o) {
+// Frames in cycle order, and the shard of each (0 for shard-less traffic).
+std::vector<Frame> make_agq_frames(const Opts& o, std::vector<uint32_t>* shards) {
   std::vector<Frame> out;
+  const unsigned shift = row_shift(o);
   unsigned g = 0;
   while ((1u << g) < o.workers) ++g;
   const unsigned b = o.width - g;
@@ -117,7 +144,10 @@ std::vector<Frame> make_agq_frames(const Opts& o) {
         sp.src_mac = {0x02, 0, 0xc8, uint8_t(o.stream), 0, uint8_t(w)};
         sp.src_ip = agq_ip(o.stream, w + 1);
         sp.dst_ip = agq_ip(o.stream, 254);
-        sp.src_port = sp.dst_port = agq::proto::kAgqPort;
+        const uint32_t shard = shard_of(o.stream + 1, slot, shift);
+        if (o.shard_mod && shard % o.shard_mod != o.shard_rem) continue;
+        sp.src_port = uint16_t(0xC000u | shard);
+        sp.dst_port = agq::proto::kAgqPort;
         agq::proto::Agq a;
         a.flags = uint8_t(v);
         a.job_id = uint16_t(o.stream + 1);
@@ -133,11 +163,12 @@ std::vector<Frame> make_agq_frames(const Opts& o) {
         uint8_t payload[agq::proto::Agq::kLen];
         a.encode(payload);
         out.push_back(agq::proto::build_udp_frame(sp, payload));
+        if (shards) shards->push_back(shard);
       }
   return out;
 }
 
-std::vector<Frame> make_frames(const Opts& o) {
+std::vector<Frame> make_frames(const Opts& o, std::vector<uint32_t>* shards = nullptr) {
   std::vector<Frame> out;
   const auto sp = spec(o.stream);
   if (o.traffic == "l2") {
@@ -147,7 +178,7 @@ std::vector<Frame> make_frames(const Opts& o) {
     out.push_back(agq::proto::build_udp_frame(s, payload));
     return out;
   }
-  if (o.traffic == "agq") return make_agq_frames(o);
+  if (o.traffic == "agq") return make_agq_frames(o, shards);
   // classic: slots of stream k are k*window .. (k+1)*window-1, so replayed
   // streams on different lcores never share a slot.
   for (unsigned w = 0; w < o.workers; ++w)
@@ -213,6 +244,10 @@ bool parse_args(int argc, char** argv, Opts& o) {
     else if (a == "--window") o.window = unsigned(std::atoi(next()));
     else if (a == "--workers") o.workers = unsigned(std::atoi(next()));
     else if (a == "--width") o.width = unsigned(std::atoi(next()));
+    else if (a == "--rows") o.rows = unsigned(std::atoi(next()));
+    else if (a == "--queues") o.queues = unsigned(std::atoi(next()));
+    else if (a == "--shard-mod") o.shard_mod = unsigned(std::atoi(next()));
+    else if (a == "--shard-rem") o.shard_rem = unsigned(std::atoi(next()));
     else {
       std::fprintf(stderr, "bench_gen: unknown option %s\n", a.c_str());
       return false;
@@ -224,6 +259,10 @@ bool parse_args(int argc, char** argv, Opts& o) {
   }
   if (o.traffic == "agq" && (o.workers > 32 || o.width < 4 || o.width > 32 || o.width % 4 || o.window > 65536)) {
     std::fprintf(stderr, "bench_gen: agq needs --workers 1..32, --width 4..32 (multiple of 4)\n");
+    return false;
+  }
+  if (o.queues < 1 || o.queues > 16 || (o.shard_mod && o.shard_rem >= o.shard_mod)) {
+    std::fprintf(stderr, "bench_gen: --queues 1..16, --shard-rem < --shard-mod\n");
     return false;
   }
   o.burst = std::clamp(o.burst, 1u, 64u);
@@ -243,10 +282,20 @@ int run(const Opts& o) {
   popt.burst = uint16_t(o.burst);
   popt.with_clone_pool = false;
   popt.cancel = &g_stop;
+  popt.memif_queues = uint16_t(o.queues);
   agq::dataplane::Ports ports(popt);
   const uint16_t nports = ports.count();
 
-  const std::vector<Frame> frames = make_frames(o);
+  std::vector<uint32_t> shards;
+  const std::vector<Frame> frames = make_frames(o, &shards);
+  if (frames.empty()) {
+    std::fprintf(stderr, "bench_gen: no frames (check --shard-mod/--shard-rem)\n");
+    return 2;
+  }
+  // The tx queue of every frame: its shard's ring (shard-less traffic: 0).
+  const uint16_t txq_n = ports.info(0).tx_queues;
+  std::vector<uint16_t> frame_q(frames.size(), 0);
+  for (size_t i = 0; i < shards.size(); ++i) frame_q[i] = uint16_t(shards[i] % txq_n);
   const bool agq_traffic = o.traffic == "agq";
   const int stamp_off = o.traffic == "l2" ? kStampOffL2 : kStampOffAgq;
   const uint64_t hz = rte_get_tsc_hz();
@@ -263,6 +312,9 @@ int run(const Opts& o) {
   size_t next_frame = 0;
   rte_mbuf* tx[64];
   rte_mbuf* rx[64];
+  uint16_t txq[64];
+  rte_mbuf* per_q[16][64];
+  uint16_t n_q[16];
 
   while (!g_stop.load(std::memory_order_relaxed)) {
     const uint64_t now = rte_rdtsc();
@@ -279,11 +331,11 @@ int run(const Opts& o) {
     if (want && rte_pktmbuf_alloc_bulk(ports.pool(), tx, want) == 0) {
       for (unsigned i = 0; i < want; ++i) {
         const Frame& f = frames[next_frame];
+        txq[i] = frame_q[next_frame];
         if (++next_frame == frames.size()) next_frame = 0;
         auto* d = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(tx[i], uint16_t(f.size())));
         std::memcpy(d, f.data(), f.size());
-        if (agq_traffic) std::memcpy(d + kAgqReservedOff, &kAgqMagic, 2);
-        else std::memcpy(d + stamp_off, &kMagic, 8);
+        if (!agq_traffic) std::memcpy(d + stamp_off, &kMagic, 8);
       }
       const uint64_t stamp = rte_rdtsc();
       const uint32_t stamp32 = uint32_t(stamp);
@@ -292,32 +344,51 @@ int run(const Opts& o) {
         if (agq_traffic) std::memcpy(d + kAgqSeqOff, &stamp32, 4);
         else std::memcpy(d + stamp_off + 8, &stamp, 8);
       }
-      const uint16_t ok = rte_eth_tx_burst(0, 0, tx, uint16_t(want));
-      // Unsent frames go back to the pool and the cycle position rewinds, so
-      // the classic cycle stays in order (an ACK never overtakes its data).
-      if (ok < want) {
-        rte_pktmbuf_free_bulk(tx + ok, want - ok);
-        refused += want - ok;
-        next_frame = (next_frame + frames.size() - (want - ok) % frames.size()) % frames.size();
+      if (txq_n == 1) {
+        const uint16_t ok = rte_eth_tx_burst(0, 0, tx, uint16_t(want));
+        // Unsent frames go back to the pool and the cycle position rewinds, so
+        // the classic cycle stays in order (an ACK never overtakes its data).
+        if (ok < want) {
+          rte_pktmbuf_free_bulk(tx + ok, want - ok);
+          refused += want - ok;
+          next_frame = (next_frame + frames.size() - (want - ok) % frames.size()) % frames.size();
+        }
+        sent += ok;
+      } else {
+        // One ring per shard class (agq only: sequences are independent, so
+        // a refused frame is simply not sent; the next cycle uses its slot).
+        std::fill(n_q, n_q + txq_n, uint16_t(0));
+        for (unsigned i = 0; i < want; ++i) per_q[txq[i]][n_q[txq[i]]++] = tx[i];
+        for (uint16_t q = 0; q < txq_n; ++q) {
+          if (!n_q[q]) continue;
+          const uint16_t ok = rte_eth_tx_burst(0, q, per_q[q], n_q[q]);
+          if (ok < n_q[q]) {
+            rte_pktmbuf_free_bulk(per_q[q] + ok, n_q[q] - ok);
+            refused += n_q[q] - ok;
+          }
+          sent += ok;
+        }
       }
-      sent += ok;
     }
-    for (uint16_t p = 0; p < nports; ++p) {
-      const uint16_t n = rte_eth_rx_burst(p, 0, rx, 64);
+    for (uint16_t p = 0; p < nports; ++p)
+    for (uint16_t q = 0; q < ports.info(p).rx_queues; ++q) {
+      const uint16_t n = rte_eth_rx_burst(p, q, rx, 64);
       if (!n) continue;
       const uint64_t t_rx = rte_rdtsc();
       for (uint16_t i = 0; i < n; ++i) {
         const uint8_t* d = rte_pktmbuf_mtod(rx[i], const uint8_t*);
         uint64_t magic = 0, stamp = 0;
         if (agq_traffic) {
-          uint16_t m16 = 0;
-          uint32_t s32 = 0;
-          if (rx[i]->data_len >= kAgqReservedOff + 2) {
-            std::memcpy(&m16, d + kAgqReservedOff, 2);
+          // A RESULT of this stream's job (or its DATA itself, echoed by a
+          // plain forwarder): its seq is the
+          // TSC of the completing DATA. 32-bit TSC: exact for latencies below
+          // 2^32 cycles (> 1 s here).
+          const uint8_t type = d[kAgqTypeOff] & 0x0F;  // RESULT from a switch, DATA from a forwarder (testpmd)
+          if (rx[i]->data_len >= kAgqSeqOff + 4 &&
+              (type == uint8_t(agq::proto::AgqType::Result) || type == uint8_t(agq::proto::AgqType::Data)) &&
+              (unsigned(d[kAgqJobOff]) << 8 | d[kAgqJobOff + 1]) == o.stream + 1) {
+            uint32_t s32;
             std::memcpy(&s32, d + kAgqSeqOff, 4);
-          }
-          // 32-bit TSC: exact for latencies below 2^32 cycles (> 1 s here).
-          if (m16 == kAgqMagic) {
             magic = kMagic;
             stamp = t_rx - uint32_t(uint32_t(t_rx) - s32);
           }

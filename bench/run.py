@@ -82,6 +82,8 @@ PIPELINES = {
 # Traffic kinds of the throughput/latency parts: plain L2 forwarding through
 # the classic program's Forwarding control, then one per pipeline.
 TRAFFICS = ["l2"] + list(PIPELINES)
+# pcap replay modes -> dataplane lcores (see Bench.pcap_vdevs).
+PCAP_MODES = {"1": 1, "2 steered": 2, "2 hand-off": 2}
 
 
 # --------------------------------------------------------------------------
@@ -248,39 +250,58 @@ class Bench:
         return ["--traffic", pipe.get("traffic", t), *pipe.get("gen_args", [])]
 
     def pcaps(self) -> dict:
+        """Per traffic and stream: the whole stream (key "all") and, for the
+        steered modes, one file per rx queue: agq frames whose shard % 2 == q
+        (as rte_flow on the UDP source port would steer them); shard-less
+        traffic (l2) and the classic pipeline's single shard get the whole
+        stream on both queues."""
         d = {}
         for t in self.traffics():
             for s in (0, 1):
-                f = self.work / f"{t}_{s}.pcap"
-                subprocess.run([str(a) for a in [self.bin["gen"], "--write-pcap", f, *self.gen_traffic(t),
-                                "--stream", s]], check=True, capture_output=True)
-                d[(t, s)] = f
+                for q in ("all", 0, 1):
+                    f = self.work / f"{t}_{s}_{q}.pcap"
+                    split = ["--shard-mod", 2, "--shard-rem", q] if t == "agq" and q != "all" else []
+                    subprocess.run([str(a) for a in [self.bin["gen"], "--write-pcap", f, *self.gen_traffic(t),
+                                    "--stream", s, *split]], check=True, capture_output=True)
+                    d[(t, s, q)] = f
         return d
+
+    @staticmethod
+    def pcap_vdevs(traffic: str, mode: str, pcaps: dict) -> tuple[list[str], int]:
+        """The replay ports of a mode and their rx queue count: "1" and
+        "2 steered" replay a stream as two rx queues split by shard parity (a
+        queue per lcore, every packet on its owner's queue); "2 hand-off" as
+        one queue, so half of every agq stream reaches the other lcore
+        through its hand-off ring."""
+        qs = ["all"] if mode == "2 hand-off" else [0, 1]
+        vdevs = [f"net_pcap{s}," + ",".join(f"rx_pcap={pcaps[(traffic, s, q)]}" for q in qs) + ",infinite_rx=1"
+                 for s in (0, 1)]
+        vdevs += ["net_null0,no-rx=1", "net_null1,no-rx=1"]
+        return vdevs, len(qs)
 
     def config(self, name: str, section: str, extra: str = "", pipeline: str = "classic") -> Path:
         f = self.work / f"{name}.toml"
-        # agq: the boot epoch (PROTOCOL §11, at the old `reserved` offset of
-        # every RESULT) fixed to the bytes of bench_gen's latency magic 0xBE4C
-        # as it stores it (little-endian memcpy: wire 4C BE = 19646).
-        epoch = "epoch = 19646\n" if pipeline == "agq" else ""
-        f.write_text(f'[switch]\npipeline = "{pipeline}"\n' + epoch + section + extra)
+        f.write_text(f'[switch]\npipeline = "{pipeline}"\n' + section + extra)
         return f
 
-    def run_pcap_switch(self, traffic: str, lcores: int, pcaps: dict, seconds: float) -> float | None:
+    def run_pcap_switch(self, traffic: str, mode: str, pcaps: dict, seconds: float) -> float | None:
         pipe = PIPELINES.get(traffic, PIPELINES["classic"])
         # static MACs: stream k's frames go to sink port 2 + k
         macs = ('[[mac]]\nmac = "02:00:00:00:00:02"\nport = 2\n'
                 '[[mac]]\nmac = "02:00:00:00:01:02"\nport = 3\n')
         cfg = self.config(f"pcap_{traffic}", pipe["pcap_section"], macs, pipe["pipeline"])
-        vdevs = [f"net_pcap{s},rx_pcap={pcaps[(traffic, s)]},infinite_rx=1" for s in (0, 1)]
-        vdevs += ["net_null0,no-rx=1", "net_null1,no-rx=1"]
+        vdevs, _ = self.pcap_vdevs(traffic, mode, pcaps)
+        lcores = PCAP_MODES[mode]
         core = ["-l", "0" if lcores == 1 else "0,1"]
         sock = self.work / "ctl.sock"
-        p = self.procs.start(f"switch_pcap_{traffic}_{lcores}",
+        p = self.procs.start(f"switch_pcap_{traffic}_{mode.replace(' ', '_')}",
                              [self.bin["switch"], *eal(self.procs.prefix("sp"), core, vdevs), "--",
                               "--config", cfg, "--ctl-socket", sock, "--idle-sleep-us", "0",
                               "--stats-interval", "1", "--quiet"])
-        rates = self.sample(p, r"stats: rx ([\d.]+) Mpps", seconds)
+        # Packets that reached a program: rx minus those a full hand-off ring
+        # dropped (the replay is not flow-controlled, so an overloaded owner
+        # lcore would otherwise count as throughput).
+        rates = self.sample(p, r"stats: rx [\d.]+ Mpps  processed ([\d.]+) Mpps", seconds)
         return median(rates) if rates else None
 
     def sample(self, p, pattern: str, seconds: float, split: str | None = None) -> list[float]:
@@ -297,16 +318,16 @@ class Bench:
         self.procs.stop(p)
         return reports()[1:]
 
-    def run_pcap_testpmd(self, traffic: str, lcores: int, pcaps: dict, seconds: float) -> float | None:
-        vdevs = [f"net_pcap{s},rx_pcap={pcaps[(traffic, s)]},infinite_rx=1" for s in (0, 1)]
-        vdevs += ["net_null0,no-rx=1", "net_null1,no-rx=1"]
+    def run_pcap_testpmd(self, traffic: str, mode: str, pcaps: dict, seconds: float) -> float | None:
+        vdevs, nq = self.pcap_vdevs(traffic, mode, pcaps)
+        lcores = PCAP_MODES[mode]
         # Forwarding lcores on the switch's CPUs; testpmd's main lcore (which
         # only prints statistics and sleeps) on the other CPU or beside it.
         cores = ["--lcores", "0@1,1@0"] if lcores == 1 else ["--lcores", "0@0,1@0,2@1"]
-        p = self.procs.start(f"testpmd_pcap_{traffic}_{lcores}",
+        p = self.procs.start(f"testpmd_pcap_{traffic}_{mode.replace(' ', '_')}",
                              ["stdbuf", "-oL", self.testpmd, *eal(self.procs.prefix("tp"), cores, vdevs), "--",
                               "--forward-mode=io", "--stats-period", "1", "--total-num-mbufs=16384",
-                              "--portlist=0,2,1,3", f"--nb-cores={lcores}"])
+                              "--portlist=0,2,1,3", f"--nb-cores={lcores}", f"--rxq={nq}", f"--txq={nq}"])
         # A stats block is the sum of Rx-pps over the ports.
         rates = self.sample(p, r"Rx-pps:\s+(\d+)", seconds, split="Port statistics")
         return median(rates) if rates else None
@@ -318,16 +339,17 @@ class Bench:
         runs = []
         for r in range(reps):
             for traffic in self.traffics():
-                for lc in (1, 2):
+                for mode in PCAP_MODES:
                     # interleaved, alternating order: both see the same machine state
                     order = ["switch", "testpmd"] if r % 2 == 0 else ["testpmd", "switch"]
                     res = {}
                     for dut in order:
-                        self.progress(f"throughput pcap: rep {r + 1}/{reps} {traffic} lcores={lc} {dut}")
+                        self.progress(f"throughput pcap: rep {r + 1}/{reps} {traffic} lcores={mode} {dut}")
                         fn = self.run_pcap_switch if dut == "switch" else self.run_pcap_testpmd
-                        res[dut] = fn(traffic, lc, pcaps, seconds)
-                    runs.append({"rep": r, "traffic": traffic, "lcores": lc, **res})
-        return {"seconds_per_run": seconds, "reps": reps, "runs": runs, "summary": summarize(runs)}
+                        res[dut] = fn(traffic, mode, pcaps, seconds)
+                    runs.append({"rep": r, "traffic": traffic, "lcores": mode, **res})
+        return {"seconds_per_run": seconds, "reps": reps, "runs": runs, "summary": summarize(runs),
+                "scaling": scaling(runs)}
 
     # ---- memif: generator process -> DUT -> generator ----------------------
     def memif_vdevs(self, role: str, n: int = 2) -> list[str]:
@@ -580,10 +602,33 @@ class Bench:
                 "workers_built": have_workers}
 
 
+def n_lcores(lc) -> int:
+    """1, 2 or a pcap mode ("2 steered", "2 hand-off") -> lcores."""
+    return PCAP_MODES.get(lc, lc) if isinstance(lc, str) else lc
+
+
+def scaling(runs: list[dict]) -> list[dict]:
+    """2 lcores / 1 lcore of the switch, per rep (same rep = same machine
+    state), then the median (min-max), per traffic and 2-lcore mode."""
+    out = []
+    for t in TRAFFICS:
+        for mode in ("2 steered", "2 hand-off"):
+            xs = []
+            for r in {x["rep"] for x in runs}:
+                one = next((x.get("switch") for x in runs if x["rep"] == r and x["traffic"] == t and x["lcores"] == "1"), None)
+                two = next((x.get("switch") for x in runs if x["rep"] == r and x["traffic"] == t and x["lcores"] == mode), None)
+                if one and two:
+                    xs.append(two / one)
+            if xs:
+                out.append({"traffic": t, "mode": mode, "ratio_median": median(xs), "ratio_min": min(xs),
+                            "ratio_max": max(xs)})
+    return out
+
+
 def summarize(runs: list[dict]) -> list[dict]:
     """Median per (traffic, lcores) of each DUT and of the per-rep ratio."""
     out = []
-    keys = sorted({(r["traffic"], r["lcores"]) for r in runs}, key=lambda k: (TRAFFICS.index(k[0]), k[1]))
+    keys = sorted({(r["traffic"], r["lcores"]) for r in runs}, key=lambda k: (TRAFFICS.index(k[0]), str(k[1])))
     for t, lc in keys:
         rs = [r for r in runs if r["traffic"] == t and r["lcores"] == lc]
         sw = median([r.get("switch") for r in rs])
@@ -592,7 +637,7 @@ def summarize(runs: list[dict]) -> list[dict]:
         out.append({"traffic": t, "lcores": lc, "switch_mpps": sw, "testpmd_mpps": tp,
                     "ratio_median": median(ratios), "ratio_min": min(ratios) if ratios else None,
                     "ratio_max": max(ratios) if ratios else None,
-                    "switch_mpps_per_lcore": sw / lc if sw else None,
+                    "switch_mpps_per_lcore": sw / n_lcores(lc) if sw else None,
                     "frame_bytes": FRAME_BYTES[t],
                     "switch_gbps": sw * FRAME_BYTES[t] * 8 / 1e3 if sw else None})
     return out
@@ -682,6 +727,17 @@ def markdown(res: dict) -> str:
                      f"| {fmt(s['switch_gbps'])} | {s.get('frame_bytes', '–')} | {fmt(s['testpmd_mpps'])} | "
                      f"{fmt(s['ratio_median'], 3)} | {fmt(s['ratio_min'], 3)}–{fmt(s['ratio_max'], 3)} |")
         L.append("")
+        if r.get("scaling"):
+            L += ["Lcore scaling (agq-switch, 2 lcores / 1 lcore, per rep, median (min–max)). \"2 steered\": "
+                  "every packet arrives on the rx queue of the lcore that owns its shard (one pcap per queue, "
+                  "split by shard as rte_flow on the UDP source port would); \"2 hand-off\": one rx queue per "
+                  "port, packets of the other lcore's shards go through its hand-off rte_ring. Both lcores "
+                  "and the replay share this machine's 2 vCPUs.", "",
+                  "| traffic | mode | 2 / 1 lcore | range |", "|---|---|---:|---|"]
+            for x in r["scaling"]:
+                L.append(f"| {x['traffic']} | {x['mode']} | {fmt(x['ratio_median'], 2)} | "
+                         f"{fmt(x['ratio_min'], 2)}–{fmt(x['ratio_max'], 2)} |")
+            L.append("")
         if any(s["traffic"] == "agq" for s in r["summary"]):
             L += [f"agq traffic: DATA of {AGQ_WORKERS} logical workers per stream at {AGQ_WIDTH} bits, "
                   f"{AGQ_SLOTS} slots; every {AGQ_WORKERS} packets in make one RESULT multicast to "

@@ -16,11 +16,13 @@ std::string RateReporter::line(const std::vector<std::pair<std::string, uint64_t
   const double dt = dt_s > 0 ? dt_s : 1;
   char buf[256];
   std::snprintf(buf, sizeof buf,
-                "stats: rx %.3f Mpps  tx %.3f Mpps  clones %.3f Mpps  drops/s program %.0f tx %.0f "
-                "bad_port %.0f multiseg %.0f clone_fail %.0f  idle_sleeps/s %.0f",
-                delta("rx") / dt / 1e6, delta("tx") / dt / 1e6, delta("clones") / dt / 1e6,
+                "stats: rx %.3f Mpps  processed %.3f Mpps  tx %.3f Mpps  handoff %.3f Mpps  clones %.3f Mpps  drops/s program %.0f tx %.0f "
+                "bad_port %.0f multiseg %.0f clone_fail %.0f handoff %.0f  idle_sleeps/s %.0f",
+                delta("rx") / dt / 1e6, (double(delta("rx")) - double(delta("handoff_drops"))) / dt / 1e6, delta("tx") / dt / 1e6,
+                delta("handoff") / dt / 1e6, delta("clones") / dt / 1e6,
                 delta("program_drops") / dt, delta("tx_dropped") / dt, delta("bad_port_drops") / dt,
-                delta("multiseg_drops") / dt, delta("clone_failures") / dt, delta("idle_sleeps") / dt);
+                delta("multiseg_drops") / dt, delta("clone_failures") / dt, delta("handoff_drops") / dt,
+                delta("idle_sleeps") / dt);
   return buf;
 }
 

@@ -65,13 +65,15 @@ def summary(proc):
     return json.loads(lines[-1])
 
 
-def run_two_jobs(procs, tmp_path, loss, elements, rounds, deadline_s):
+def run_two_jobs(procs, tmp_path, loss, elements, rounds, deadline_s, lcores="0", during=None):
+    """`lcores`: the switch's EAL -l; `during(topo, worker_procs)`: runs
+    while the workers work (test_switch_lcores.py changes jobs then)."""
     topo = Topology(tmp_path)
     cfg = tmp_path / "agq.toml"
     cfg.write_text(topo.config())
     tag = f"aw{tmp_path.name[-10:]}"
     vdevs = [memif_vdev(i, s, "server") for i, s in enumerate(topo.socks)]
-    sw = procs.start("switch", [binary("agq-switch"), *eal_args(f"{tag}sw", "0", vdevs), "--",
+    sw = procs.start("switch", [binary("agq-switch"), *eal_args(f"{tag}sw", lcores, vdevs), "--",
                                 "--config", cfg, "--ctl-socket", topo.ctl, "--idle-sleep-us", "100"])
     wait_for(lambda: all(s.exists() for s in topo.socks) and topo.ctl.exists() or not sw.alive(), 20,
              what="switch sockets")
@@ -105,6 +107,8 @@ def run_two_jobs(procs, tmp_path, loss, elements, rounds, deadline_s):
             workers.append((job, ids, w, out))
 
     t0 = time.monotonic()
+    if during:
+        during(topo, [w for _, _, w, _ in workers])
     results = {}
     for job, ids, w, out in workers:
         rc = w.wait(max(1.0, deadline_s - (time.monotonic() - t0)))  # hard timeout: TimeoutExpired fails the test

@@ -130,6 +130,17 @@ def main():
     with torch.no_grad():
         rec["params_max_diff"] = max(float((p - q).abs().max()) for p, q in zip(m_gloo.parameters(),
                                                                                  m_agq.parameters()))
+    rec["in_flight_at_return"] = state.in_flight_at_return
+    # 5. NaN in the gradients (both ranks: nobody waits for a peer that
+    # refused): backward raises with the hook's message.
+    idx = torch.arange(64)
+    loss = F.cross_entropy(m_agq(x[idx]), y[idx]) * float("nan")
+    opts[1].zero_grad()
+    try:
+        loss.backward()
+        rec["nan_backward"] = "no error"
+    except Exception as e:  # noqa: BLE001 - the message is what the test checks
+        rec["nan_backward"] = f"{type(e).__name__}: {e}"
     client.close()
     rec["history_ops"] = len(client.history)
     (out / f"rank{rank}.json").write_text(json.dumps(rec))

@@ -99,6 +99,14 @@ def test_hook_equals_gloo_within_bound(ranks):
         bad = [c for c in checks if c["violations"]]
         assert not bad, bad[:3]
         assert all(c["max_over_bound"] <= 1.0 + 1e-6 or c["max_abs"] < 1e-6 for c in checks), checks[:3]
+        # The hook returned while buckets were still travelling: backward was not blocked by them.
+        assert rec["in_flight_at_return"] > 0, rec["in_flight_at_return"]
+
+
+def test_nan_gradients_are_reported(ranks):
+    _, recs, _ = ranks
+    for rec in recs:
+        assert "NaN/Inf" in rec["nan_backward"] and "DDP bucket" in rec["nan_backward"], rec["nan_backward"]
 
 
 def test_training_tracks_gloo(ranks):
@@ -117,8 +125,10 @@ def test_cpp_client_many_in_flight(switch, ranks, tmp_path):
     import agq_torch
     from agq_torch.launch import binary
     agq_torch.reset_job(switch.ctl, 1)  # the ranks' run left the job's slots used: a new run starts clean
+    # rank 0 takes the job from the switch (C++ job get), rank 1 is given it by hand
+    job_args = [["--switch-ctl", str(switch.ctl)], ["--workers", str(WORLD), "--slots", "64", "--rows", "32"]]
     procs = [subprocess.Popen([str(binary("agq-allreduce-example")), "--vdev", switch.vdev(r), "--job", "1",
-                               "--workers", str(WORLD), "--rank", str(r), "--slots", "64", "--rows", "32",
+                               "--rank", str(r), *job_args[r],
                                "--elements", "20001", "--ops", "4", "--file-prefix", f"agqcpp{r}x{os.getpid()}"],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) for r in range(WORLD)]
     outs = [p.communicate(timeout=120)[0] for p in procs]

@@ -5,13 +5,15 @@
 // compute because every rank's input is a known function of (rank, op, i).
 //
 //   agq-allreduce-example --vdev net_memif0,role=client,id=0,socket=/tmp/w0.sock,socket-abstract=no \
-//       --job 1 --workers 2 --rank 0 --slots 64 --rows 32 --elements 100000 --ops 4
+//       --switch-ctl /tmp/agq.ctl --job 1 --rank 0 --elements 100000 --ops 4
+// (or the job by hand: --workers 2 --slots 64 --rows 32 instead of --switch-ctl)
 #include <CLI/CLI.hpp>
 #include <cmath>
 #include <cstdio>
 #include <vector>
 
 #include "libagq/client.hpp"
+#include "libagq/switch_job.hpp"
 
 namespace {
 
@@ -28,7 +30,9 @@ int main(int argc, char** argv) {
   agq::libagq::ClientOptions o;
   unsigned job = 1, workers = 2, rank = 0, slots = 64, rows = 0, ops = 4;
   uint64_t elements = 100000;
+  std::string ctl;
   app.add_option("--vdev", o.vdev, "DPDK --vdev of the port towards the switch")->required();
+  app.add_option("--switch-ctl", ctl, "the switch's control socket: take the job from it (job get)");
   app.add_option("--job", job, "job id (the switch's [[job]] id)")->capture_default_str();
   app.add_option("--workers", workers, "N")->capture_default_str();
   app.add_option("--rank", rank, "this process's worker id")->capture_default_str();
@@ -42,13 +46,18 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "agq-allreduce-example: need 1 <= --workers <= 32, --rank < --workers, --job 1..65535\n");
     return 2;
   }
-  o.job.job.job_id = uint16_t(job);
-  o.job.job.num_workers = uint8_t(workers);
-  o.job.job.slots = slots;
-  o.job.job.row_shift = agq::worker::AllreduceJob::row_shift_for(slots, rows);
-  o.job.worker_id = rank;
   std::unique_ptr<agq::libagq::Client> client;
   try {
+    if (!ctl.empty()) {
+      o.job = agq::libagq::job_from_switch(ctl, uint16_t(job), rank);
+      workers = o.job.job.num_workers;
+    } else {
+      o.job.job.job_id = uint16_t(job);
+      o.job.job.num_workers = uint8_t(workers);
+      o.job.job.slots = slots;
+      o.job.job.row_shift = agq::worker::AllreduceJob::row_shift_for(slots, rows);
+      o.job.worker_id = rank;
+    }
     client = agq::libagq::Client::open(o);
   } catch (const agq::libagq::ClientError& e) {
     std::fprintf(stderr, "agq-allreduce-example: %s\n", e.what());

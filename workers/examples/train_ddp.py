@@ -97,6 +97,7 @@ def rank_main(rank, world, backend, cfg, out_path, init_file, vdev=None, job=Non
             out["ops"] = [dict(tag=t, **s) for t, s in client.history]
             out["launches"] = state.launches
             out["checks"] = state.checks
+            out["in_flight_at_return"] = state.in_flight_at_return
         Path(out_path).write_text(json.dumps(out))
     finally:
         if client is not None:
@@ -157,7 +158,8 @@ def agq_report(rec):
         per_bucket.setdefault(str(o["tag"]), []).append(round(o["avg_granted_bits"], 2))
     checks = rec["checks"]
     avg_bits = granted / agg if agg else 0.0
-    return dict(operations=len(ops), chunks=chunks, elements=sum(o["elements"] for o in ops),
+    return dict(operations=len(ops), buckets_in_flight_when_the_hook_returned=rec["in_flight_at_return"],
+                chunks=chunks, elements=sum(o["elements"] for o in ops),
                 avg_granted_bits=avg_bits, switch_bits_per_element=avg_bits, baseline_bits=32,
                 memory_saving_x=32 / avg_bits if avg_bits else 0.0, granted_width_histogram=widths,
                 granted_bits_per_bucket_over_steps=per_bucket, fallbacks=fallbacks,

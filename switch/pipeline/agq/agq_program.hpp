@@ -85,9 +85,13 @@ class AgqSwitchProgram : public SwitchProgram {
   virtual std::optional<JobPlacement> placement(uint16_t job_id) const = 0;
 
   // (job_id + row - row_base) & 0xFFF of the job that holds `row`
-  // (docs/PROTOCOL.md section 10; dump_shard.cpp): the lcore whose instance
+  // (docs/PROTOCOL.md section 10; shards.cpp): the lcore whose instance
   // holds the row's registers.
   uint32_t aggregator_shard(uint32_t row) const override;
+  // A DATA's shard, (job_id + (slot >> row_shift)) & 0xFFF, from fixed
+  // offsets and the job's placement (shards.cpp); everything else kAnyShard.
+  // A fast program overrides it with its own dense job table.
+  uint32_t shard_of(std::span<const uint8_t> bytes) const override;
 };
 
 struct Registers;

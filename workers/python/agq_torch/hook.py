@@ -25,6 +25,7 @@ class HookState:
         self.step = 0
         self.launches = []  # (step, bucket index, elements)
         self.checks = []    # per checked bucket: step, bucket, elements, max_abs, rms, max_over_bound, violations
+        self.in_flight_at_return = 0  # buckets still travelling when the hook returned (it does not wait)
 
     def checking(self) -> bool:
         return self.check_every > 0 and self.step % self.check_every == 0
@@ -58,11 +59,19 @@ def allreduce_hook(state: HookState, bucket: dist.GradBucket) -> torch.futures.F
         state.step += 1
     # The tag is the bucket index: the same bucket's previous aggregate
     # chooses this one's widths and exponents, identically in every worker.
-    if not (state.check_every > 0 and step % state.check_every == 0):
-        return state.client.allreduce_async(buf, scale=1.0 / state.world_size, tag=index)
-    ref = buf.clone()
-    dist.all_reduce(ref, group=state.group)  # the reference, before the bucket is overwritten
-    ref /= state.world_size
-    bound = torch.empty_like(buf)
-    fut = state.client.allreduce_async(buf, scale=1.0 / state.world_size, tag=index, bound=bound)
-    return fut.then(_compare(state, step, index, ref, bound))
+    checking = state.check_every > 0 and step % state.check_every == 0
+    if checking:
+        ref = buf.clone()
+        dist.all_reduce(ref, group=state.group)  # the reference, before the bucket is overwritten
+        ref /= state.world_size
+        bound = torch.empty_like(buf)
+    try:
+        fut = state.client.allreduce_async(buf, scale=1.0 / state.world_size, tag=index,
+                                           bound=bound if checking else None)
+    except (ValueError, RuntimeError) as e:
+        # NaN/Inf in the gradients, a closed client: backward raises it
+        # instead of aggregating garbage.
+        raise type(e)(f"agq allreduce of DDP bucket {index} at step {step}: {e}") from e
+    if not fut.done():
+        state.in_flight_at_return += 1
+    return fut.then(_compare(state, step, index, ref, bound)) if checking else fut

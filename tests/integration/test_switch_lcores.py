@@ -1,0 +1,163 @@
+"""agq-switch with two dataplane lcores (-l 0,1: two program instances,
+shared-nothing, docs/ARCHITECTURE.md) against the same switch with one.
+
+1. pcap replay, agq DATA of two jobs over many shards: once steered (every
+   port has one rx queue per lcore, a queue holding only the shards its lcore
+   owns, as rte_flow on the UDP source port would steer them) and once
+   through the software hand-off (one rx queue per port: half of every job's
+   packets reach the owner lcore through its hand-off ring). Every output
+   port must carry exactly the frames the one-lcore switch sends, byte for
+   byte (the order between shards of different lcores is free), and every
+   sequence must complete.
+2. Real agq-workers over memif (they check every RESULT bit for bit): while
+   two jobs run, a third job is added and removed through agqctl again and
+   again, and other control commands are asked; every answer comes while
+   the traffic runs, and both jobs' results stay exact.
+
+The DATA frames are built here (tests/pkt/agq_proto.py), not by the switch.
+"""
+import random
+
+import pytest
+from scapy.layers.l2 import Ether
+from scapy.utils import rdpcap, wrpcap
+
+from agq_proto import DATA, RESULT, AgqHeader, agq_frame, encode_value
+from harness import agqctl, binary, counters, eal_args, unique_prefix, wait_for
+import test_agq_workers as workers
+
+N_WORKERS, SLOTS, ROWS, WIDTH = 4, 32, 16, 16  # 2 slots of 16 bits per row: no fallback
+JOB_IDS = (1, 2)            # job k + 1 enters on port k, its PS is port 2 + k
+EPOCH = 4660                # fixed: both runs write the same RESULT bytes
+
+
+def row_shift(slots, rows):
+    s = 0
+    while -(-slots // (1 << s)) > rows:
+        s += 1
+    return s
+
+
+def shard(job, slot):
+    return (job + (slot >> row_shift(SLOTS, ROWS))) & 0xFFF
+
+
+def ip(job, host):
+    return f"10.200.{job}.{host}"
+
+
+def mac(job, host):
+    return f"02:00:c8:{job:02x}:00:{host:02x}"
+
+
+def config():
+    t = f'[switch]\npipeline = "agq"\nepoch = {EPOCH}\n[agq]\ntotal_rows = 64\ntotal_slots = 256\n'
+    for k, job in enumerate(JOB_IDS):
+        t += (f'[[job]]\nid = {job}\nworkers = {N_WORKERS}\nslots = {SLOTS}\nrows = {ROWS}\n'
+              f'delivery = "multicast"\nps_port = {2 + k}\nps_ip = "{ip(job, 254)}"\nps_mac = "{mac(job, 254)}"\n')
+        for w in range(N_WORKERS):
+            t += f'[[job.worker]]\nid = {w}\nport = {k}\nip = "{ip(job, w + 1)}"\nmac = "{mac(job, w + 1)}"\n'
+    return t
+
+
+def traffic(job, rng):
+    """Two uses of every slot (version 0, then 1), each sequence's DATA of
+    all workers; the UDP source port carries the shard (PROTOCOL.md §10)."""
+    frames = []
+    for v in (0, 1):
+        for slot in range(SLOTS):
+            seq = rng.randrange(1 << 32)
+            for w in range(N_WORKERS):
+                lanes = [encode_value(rng.randrange(-500, 500), WIDTH, N_WORKERS) for _ in range(32)]
+                h = AgqHeader(type=DATA, flags=v, job_id=job, worker_id=w, num_workers=N_WORKERS, slot=slot,
+                              seq=seq, req_width=WIDTH, exponent=-4, lanes=lanes)
+                f = agq_frame(h, mac(job, w + 1), "02:00:00:00:00:fe", ip(job, w + 1), ip(job, 254),
+                              sport=0xC000 | shard(job, slot), ip_id=w)
+                frames.append((shard(job, slot), f))
+    return frames
+
+
+def run_switch(procs, tmp_path, name, lcores, rx_files):
+    """rx_files[k]: the pcap(s) of port k, one per rx queue. Returns the
+    frames each port sent and the switch's counters."""
+    cfg = tmp_path / "agq.toml"
+    cfg.write_text(config())
+    sock = tmp_path / f"{name}.sock"
+    vdevs = []
+    for k in range(2):
+        rx = ",".join(f"rx_pcap={f}" for f in rx_files[k])
+        vdevs.append(f"net_pcap{k},{rx},tx_pcap={tmp_path}/{name}_out{k}.pcap")
+    vdevs += [f"net_pcap{p},tx_pcap={tmp_path}/{name}_out{p}.pcap" for p in (2, 3)]
+    sw = procs.start(name, [binary("agq-switch"), *eal_args(unique_prefix("lc"), lcores, vdevs), "--",
+                            "--config", cfg, "--ctl-socket", sock, "--idle-sleep-us", "50"])
+    sequences = 2 * SLOTS * len(JOB_IDS)
+    expect_tx = sequences * N_WORKERS  # every RESULT multicast to the job's N workers
+
+    def done():
+        if not sw.alive():
+            raise AssertionError(f"{name} exited:\n" + sw.output())
+        return sock.exists() and counters(sock).get("dp.tx", 0) >= expect_tx
+
+    wait_for(done, 30, what=f"{name}: every RESULT replica sent")
+    c = counters(sock)
+    assert sw.stop() == 0, sw.output()
+    out = {p: sorted(bytes(x) for x in rdpcap(str(tmp_path / f"{name}_out{p}.pcap"))) for p in range(4)}
+    return out, c, sw.output()
+
+
+@pytest.mark.parametrize("mode", ["steered", "hand-off"])
+def test_two_lcores_equal_one_lcore_byte_for_byte(procs, tmp_path, mode):
+    rng = random.Random(9)
+    per_port = [traffic(job, rng) for job in JOB_IDS]
+    files = {}
+    for k, frames in enumerate(per_port):
+        for q in (0, 1):  # queue q: the shards lcore q owns (shard % 2 == q)
+            files[(k, q)] = tmp_path / f"in{k}_q{q}.pcap"
+            wrpcap(str(files[(k, q)]), [Ether(f) for s, f in frames if s % 2 == q])
+        files[(k, "all")] = tmp_path / f"in{k}.pcap"
+        wrpcap(str(files[(k, "all")]), [Ether(f) for _, f in frames])
+    # The reference: one lcore, one queue per port.
+    ref, _, _ = run_switch(procs, tmp_path, "one", "0", {k: [files[(k, "all")]] for k in range(2)})
+    queues = {k: [files[(k, 0)], files[(k, 1)]] if mode == "steered" else [files[(k, "all")]] for k in range(2)}
+    two, c, log = run_switch(procs, tmp_path, "two", "0,1", queues)
+
+    assert "2 lcores" in log, log
+    for p in range(4):
+        assert len(two[p]) == len(ref[p]), f"port {p}: {len(two[p])} frames, one lcore sent {len(ref[p])}"
+        assert two[p] == ref[p], f"port {p}: frames differ from the one-lcore switch"
+    # Every sequence completed, on the workers' ports, with the fixed epoch.
+    for k, job in enumerate(JOB_IDS):
+        results = [AgqHeader.unpack(f[42:]) for f in ref[k]]
+        assert len(results) == 2 * SLOTS * N_WORKERS
+        assert all(h.type == RESULT and h.job_id == job and h.epoch == EPOCH for h in results)
+    assert ref[2] == ref[3] == []  # nothing to the PS: no fallback
+    for name in ("dp.handoff_drops", "dp.tx_dropped", "dp.multiseg_drops"):
+        assert c[name] == 0, (name, c)
+    if mode == "steered":
+        assert c["dp.handoff"] == 0, c  # every packet arrived on its owner's queue
+    else:
+        assert c["dp.handoff"] > 0, c   # half of each job crossed to the other lcore
+
+
+def test_job_churn_while_two_jobs_run_on_two_lcores(procs, tmp_path):
+    """agq-workers (exact check of every RESULT) on a 2-lcore switch; job 3
+    comes and goes through agqctl, and other commands are asked, while the
+    traffic runs."""
+    elements, rounds = 32 * 3000, 3
+    answered = []
+
+    def churn(topo, worker_procs):
+        spec = ["job", "add", "3", "workers=1", "slots=8", "rows=2",
+                f"worker=0,{topo.port(1, 'ps')},10.9.9.1,02:00:00:00:09:01"]
+        while any(w.alive() for w in worker_procs) and len(answered) < 400:
+            for words in (spec, ["job", "list"], ["counters"], ["dump", "0"], ["job", "del", "3"]):
+                r = agqctl(topo.ctl, *words)
+                assert r.returncode == 0, (words, r.stdout + r.stderr)
+                answered.append(words[:2])
+
+    _, results, _, c = workers.run_two_jobs(procs, tmp_path, 0, elements, rounds, 150, lcores="0,1", during=churn)
+    workers.check_exact(results, elements, rounds)
+    adds = sum(1 for w in answered if w == ["job", "add"])
+    assert adds >= 3, f"only {adds} job add/del cycles while the workers ran"
+    assert c["dp.commands"] > 0, c
+    assert c["dp.handoff_drops"] == 0, c
