@@ -30,6 +30,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (const int rc = parse_options(int(app.size()), app.data(), o); rc >= 0) return rc;
+  if (std::string err; !apply_switch_job(o, err)) {
+    std::fprintf(stderr, "agq-worker: %s\n", err.c_str());
+    return 2;
+  }
 
   if (eal_init(sep, argv) < 0) {
     std::fprintf(stderr, "agq-worker: EAL initialisation failed (see the EAL messages above)\n");

@@ -1,6 +1,7 @@
 // The agq protocol's roles around the DPDK-free engines (lib/agq_*):
 // options -> engine config, the shared poll loop, the summary (text or JSON).
 #include <cstdio>
+#include <cstring>
 
 #include <rte_mbuf.h>
 #include <rte_prefetch.h>
@@ -136,6 +137,18 @@ int run_agq_worker(const Options& o, Ports& ports) {
   cfg.reply_timeout_ns = uint64_t(o.reply_timeout_s * 1e9);
   cfg.max_print = o.max_print;
   cfg.barrier = true;
+  cfg.max_width = uint8_t(o.max_width);
+  cfg.row_shift = uint8_t(o.row_shift);
+  for (const auto& h : o.hosts) {
+    WorkerIdentity w = WorkerIdentity::defaults(o.agq.job_id, h.id);
+    std::memcpy(w.self.mac.data(), h.mac, 6);
+    w.self.ip = h.ip;
+    if (o.have_ps) {
+      std::memcpy(w.dst.mac.data(), o.ps.mac, 6);
+      w.dst.ip = o.ps.ip;
+    }
+    cfg.identities.push_back(w);
+  }
   MbufFrameIo io(ports, uint32_t(o.ids.size()) * o.agq.slots, 0);
   if (!io.ok()) {
     std::fprintf(stderr, "agq-worker: no mbufs for %zu x %u slots (raise EAL -m)\n", o.ids.size(), o.agq.slots);
@@ -239,7 +252,16 @@ int run_agq_worker(const Options& o, Ports& ports) {
 int run_agq_ps(const Options& o, Ports& ports) {
   AgqPsEngine eng;
   std::string err;
-  if (!eng.init({o.agq, 0}, err)) {
+  AgqPsConfig pc;
+  pc.job = o.agq;
+  pc.lanes = o.lanes;
+  pc.row_shift = o.row_shift ? o.row_shift : AllreduceJob::row_shift_for(o.agq.slots, o.agq.rows);
+  if (o.have_ps) {
+    pc.have_self = true;
+    std::memcpy(pc.self.mac.data(), o.ps.mac, 6);
+    pc.self.ip = o.ps.ip;
+  }
+  if (!eng.init(pc, err)) {
     std::fprintf(stderr, "agq-worker: %s\n", err.c_str());
     return 2;
   }
