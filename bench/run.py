@@ -105,7 +105,12 @@ class Procs:
         return p
 
     def start(self, name: str, argv: list, env=None) -> subprocess.Popen:
-        log = open(self.workdir / f"{name}.log", "ab")
+        # A fresh log per process: the per-second rates of an earlier run of
+        # the same name must not be read as this run's (they were, in append
+        # mode: every rep after the first repeated the first one's numbers).
+        self.seq += 1
+        name = f"{name}.{self.seq}"
+        log = open(self.workdir / f"{name}.log", "wb")
         p = subprocess.Popen([str(a) for a in argv], stdout=log, stderr=subprocess.STDOUT,
                              stdin=subprocess.DEVNULL, env=env)
         log.close()

@@ -1,5 +1,8 @@
 #!/bin/sh
 # capture.sh: record what an agq-switch port sends and receives, to a pcap.
+# Simpler for any port kind: `agqctl capture PORT rx|tx|both FILE.pcapng`
+# (the switch writes it itself, see docs/OBSERVE.md). This script is for
+# recording from the kernel side of a tap port.
 #
 #   scripts/capture.sh tap IFACE OUT.pcap [tcpdump filter...]
 #       A net_tap / net_af_packet port: its kernel side is an ordinary

@@ -9,6 +9,29 @@
 #include <vector>
 
 #include "control/ctl_protocol.hpp"
+#include "control/top.hpp"
+
+namespace {
+
+// agqctl top [--interval S] [--iterations N]: runs here, not in the switch.
+int top(const std::string& socket, const std::vector<std::string>& words) {
+  agq::control::TopOptions opt;
+  opt.socket = socket;
+  CLI::App app{"agqctl top: live view of a running switch (Ctrl-C quits)", "agqctl top"};
+  app.add_option("--interval", opt.interval_s, "seconds between refreshes")
+      ->capture_default_str()
+      ->check(CLI::Range(0.1, 3600.0));
+  app.add_option("--iterations", opt.iterations, "stop after N refreshes (0: until Ctrl-C)")->capture_default_str();
+  std::vector<std::string> args(words.rbegin(), words.rend() - 1);  // CLI11 wants them reversed, without "top"
+  try {
+    app.parse(args);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  return agq::control::run_top(opt);
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"agqctl: talk to a running agq-switch (try: agqctl help)"};
@@ -21,7 +44,8 @@ int main(int argc, char** argv) {
   // Everything from the first positional word on is the command, passed
   // through untouched (so "dump 3 -1" reaches the switch's own checks).
   app.prefix_command();
-  app.footer("COMMAND... e.g.: ports | counters | dump 0 4 | route add 10.2.2.1 1 | mac list | job get 1 --json | help");
+  app.footer("COMMAND... e.g.: ports | counters | dump 0 4 | route add 10.2.2.1 1 | mac list | job get 1 --json | help\n"
+             "           top [--interval S] [--iterations N]   live view, Ctrl-C quits");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -43,6 +67,7 @@ int main(int argc, char** argv) {
   // an absolute path ("capture PORT DIR FILE ...").
   if (words[0] == "capture" && words.size() >= 4 && !words[3].empty() && words[3][0] != '/')
     words[3] = std::filesystem::absolute(words[3]).lexically_normal().string();
+  if (words[0] == "top") return top(socket, words);
   std::string line;
   for (const auto& w : words) line += (line.empty() ? "" : " ") + w;
   if (json && words.back() != "--json") line += " --json";

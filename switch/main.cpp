@@ -38,6 +38,7 @@
 #include "dataplane/switch_dataplane.hpp"
 #include "dataplane/switch_view.hpp"
 #include "observe/capture.hpp"
+#include "observe/job_meter.hpp"
 #include "observe/telemetry.hpp"
 #include "pipeline/forwarding.hpp"
 
@@ -228,6 +229,8 @@ int run_switch(const Flags& f) {
   cp.add_command("capture", [&capture](const std::vector<std::string>& w, bool json) {
     return capture.command(w, json);
   });
+  observe::JobMeter meter;  // per-job rates for agqctl top
+  cp.add_command("meter", [&meter](const std::vector<std::string>& w, bool json) { return meter.command(w, json); });
   try {
     cp.start();
     observe::register_telemetry(socket);  // /agq/... answered through the socket just opened

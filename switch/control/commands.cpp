@@ -71,6 +71,7 @@ constexpr const char* kHelp =
     "                            copy the port's packets into a pcapng file (DPDK rte_pcapng)\n"
     "capture stop [<port>]       stop one capture or all (also: N packets written, switch exit)\n"
     "capture list                captures: file, packets written, packets dropped\n"
+    "meter on|off, meter         per-job counts of the frames sent (for agqctl top; off after 10 s unread)\n"
     "Commands that print data print JSON instead when the line ends with --json.\n";
 
 // 'counters --json': the "name value" lines of format_counters() (the one

@@ -7,7 +7,6 @@
 #include <rte_errno.h>
 #include <rte_ethdev.h>
 #include <rte_lcore.h>
-#include <rte_malloc.h>
 #include <rte_mbuf.h>
 #include <rte_pcapng.h>
 #include <rte_ring.h>
@@ -23,6 +22,7 @@
 #include "control/columns.hpp"
 #include "control/command_util.hpp"
 #include "control/text.hpp"
+#include "observe/port_hooks.hpp"
 
 namespace agq::observe {
 namespace {
@@ -52,7 +52,7 @@ struct Tap {
   rte_mempool* pool = nullptr;
   std::atomic<unsigned> dirs{0};  // directions being copied right now (kRx | kTx)
   std::atomic<uint32_t> copy_len{kDefaultSnaplen};
-  std::vector<const rte_eth_rxtx_callback*> rx_cbs, tx_cbs;  // installed now
+  PortHooks::Set hooks;  // installed now
   LcoreCount count[RTE_MAX_LCORE + 1];                          // +1: a non-EAL thread
 
   LcoreCount& mine() {
@@ -129,9 +129,9 @@ uint64_t wall_ns() {
 
 struct CaptureManager::Impl {
   std::mutex mu;  // control thread vs writer thread; never taken by an lcore
+  PortHooks hooks;  // declared first: destroyed last, after every Tap it may call
   std::map<uint16_t, std::unique_ptr<Tap>> taps;
   std::map<uint16_t, Capture> caps;  // the latest capture of each port
-  std::vector<std::pair<uint16_t, const rte_eth_rxtx_callback*>> removed;  // rte_free at the end
   std::vector<rte_mempool*> old_pools;  // replaced by a larger snaplen: freed at the end
   std::atomic<bool> quit{false};
   std::thread writer;
@@ -141,7 +141,6 @@ struct CaptureManager::Impl {
     if (writer.joinable()) writer.join();
     for (auto& [port, c] : caps)
       if (c.running) finish(c, "switch exit");
-    for (auto& [port, cb] : removed) rte_free(const_cast<rte_eth_rxtx_callback*>(cb));
     for (auto& [port, t] : taps) {
       drain_discard(*t);
       rte_ring_free(t->ring);
@@ -188,48 +187,13 @@ struct CaptureManager::Impl {
     return *t;
   }
 
-  // Installs the callbacks of `dirs` on every configured queue.
   void install(Tap& t, unsigned dirs) {
-    rte_eth_dev_info info{};
-    if (rte_eth_dev_info_get(t.port, &info) != 0) throw CommandError{"capture: no device info for the port", ""};
-    auto undo = [&] { uninstall(t); };
-    if (dirs & kRx)
-      for (uint16_t q = 0; q < info.nb_rx_queues; ++q) {
-        const auto* cb = rte_eth_add_rx_callback(t.port, q, on_rx, &t);
-        if (cb == nullptr) {
-          undo();
-          throw CommandError{"capture: cannot add an rx callback on queue " + std::to_string(q) + ": " +
-                                 rte_strerror(rte_errno),
-                             ""};
-        }
-        t.rx_cbs.push_back(cb);
-      }
-    if (dirs & kTx)
-      for (uint16_t q = 0; q < info.nb_tx_queues; ++q) {
-        const auto* cb = rte_eth_add_tx_callback(t.port, q, on_tx, &t);
-        if (cb == nullptr) {
-          undo();
-          throw CommandError{"capture: cannot add a tx callback on queue " + std::to_string(q) + ": " +
-                                 rte_strerror(rte_errno),
-                             ""};
-        }
-        t.tx_cbs.push_back(cb);
-      }
+    t.hooks = hooks.install(t.port, (dirs & kRx) ? on_rx : nullptr, (dirs & kTx) ? on_tx : nullptr, &t);
   }
 
-  // The lcores may still be inside a callback: its memory is freed at the end.
   void uninstall(Tap& t) {
     t.dirs.store(0, std::memory_order_relaxed);
-    for (size_t q = 0; q < t.rx_cbs.size(); ++q) {
-      rte_eth_remove_rx_callback(t.port, uint16_t(q), t.rx_cbs[q]);
-      removed.emplace_back(t.port, t.rx_cbs[q]);
-    }
-    for (size_t q = 0; q < t.tx_cbs.size(); ++q) {
-      rte_eth_remove_tx_callback(t.port, uint16_t(q), t.tx_cbs[q]);
-      removed.emplace_back(t.port, t.tx_cbs[q]);
-    }
-    t.rx_cbs.clear();
-    t.tx_cbs.clear();
+    hooks.remove(t.hooks);
   }
 
   // Writes what the ring holds (up to the limit). Caller holds mu.
@@ -292,13 +256,8 @@ struct CaptureManager::Impl {
   std::string start(const std::vector<std::string>& w) {
     auto port_n = control::parse_uint(w[1]);
     if (!port_n) throw CommandError{"'" + w[1] + "' is not a port number", kUsage};
-    if (*port_n > RTE_MAX_ETHPORTS || !rte_eth_dev_is_valid_port(uint16_t(*port_n))) {
-      const unsigned n = rte_eth_dev_count_avail();
-      throw CommandError{"port " + w[1] + " does not exist (" +
-                             (n == 0 ? std::string("no ports") : std::to_string(n) + " ports: 0.." + std::to_string(n - 1)) +
-                             ")",
-                         kUsage};
-    }
+    if (*port_n >= RTE_MAX_ETHPORTS || !PortHooks::port_exists(uint16_t(*port_n)))
+      throw CommandError{PortHooks::no_such_port(w[1]), kUsage};
     const uint16_t port = uint16_t(*port_n);
     unsigned dirs;
     if (w[2] == "rx") dirs = kRx;

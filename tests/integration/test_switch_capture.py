@@ -7,51 +7,20 @@ byte, and the switch's RESULTs as transmitted, byte for byte as the worker
 got them. Bad input leaves the switch and running captures untouched.
 """
 import json
-import os
-import select
-import socket
 import subprocess
 import time
-import uuid
 
 import pytest
 from scapy.utils import PcapNgReader
 
-from agq_proto import AGQ_PORT, DATA, AgqHeader, agq_frame, encode_value
+from agq_proto import AgqHeader
 from harness import SOURCE_DIR, agqctl, binary, eal_args, unique_prefix, wait_for
-
-N_PORTS = 5
-WORKERS = [(1, "10.2.2.1", "02:00:00:00:01:01"), (2, "10.2.2.2", "02:00:00:00:01:02")]  # conf/agq.toml job 1
-EPOCH = 0x5A5A
-ETH_P_ALL = 0x0003
-PACKET_OUTGOING = 4
-
-
-def sh(*args, check=True):
-    return subprocess.run([str(a) for a in args], capture_output=True, text=True, check=check)
+from tap_switch import EPOCH, agq_in, data_frames, start_tap_switch
 
 
 @pytest.fixture
 def switch(tmp_path, procs):
-    tag = uuid.uuid4().hex[:6]
-    ifaces = [f"aqc{tag}{p}" for p in range(N_PORTS)]
-    sock = tmp_path / "ctl.sock"
-    cfg = tmp_path / "agq.toml"
-    cfg.write_text((SOURCE_DIR / "conf/agq.toml").read_text().replace("\n[switch]\n", f"\n[switch]\nepoch = {EPOCH}\n", 1))
-    vdevs = [f"net_tap{p},iface={ifaces[p]}" for p in range(N_PORTS)]
-    sw = procs.start("switch", [binary("agq-switch"), *eal_args(unique_prefix("cap"), "0,1", vdevs), "--",
-                                "--config", cfg, "--ctl-socket", sock, "--idle-sleep-us", "50"])
-    wait_for(lambda: sock.exists() or not sw.alive(), 30, what="control socket")
-    assert sw.alive(), sw.output()
-    socks = []
-    for ifc in ifaces:  # no IPv6 chatter from the kernel into the switch
-        sh("sysctl", "-qw", f"net.ipv6.conf.{ifc}.disable_ipv6=1", check=False)
-        sh("ip", "link", "set", ifc, "up")
-        s = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
-        s.bind((ifc, 0))
-        s.setblocking(False)
-        socks.append(s)
-    time.sleep(0.3)
+    sw, sock, socks = start_tap_switch(tmp_path, procs, "aqc")
     try:
         yield sw, sock, socks
     finally:
@@ -68,32 +37,6 @@ def ctl_ok(sock, *words):
     r = agqctl(sock, *words)
     assert r.returncode == 0, f"agqctl {' '.join(map(str, words))}: {r.stdout}{r.stderr}"
     return r.stdout
-
-
-def data_frames(slot, seq):
-    """DATA of both workers of job 1 for one slot (the second completes it)."""
-    frames = []
-    for i, (port, ip, mac) in enumerate(WORKERS):
-        lanes = [encode_value((k * 7 + i) % 100 - 50, 16, 2) for k in range(32)]
-        h = AgqHeader(type=DATA, flags=0, job_id=1, worker_id=i, num_workers=2, slot=slot, seq=seq,
-                      req_width=16, exponent=-5, lanes=lanes)
-        frames.append((port, agq_frame(h, mac, "02:00:00:00:00:fe", ip, "10.2.2.254", ip_id=i)))
-    return frames
-
-
-def agq_in(s, timeout=3.0):
-    """Agq frames the switch sent to this socket's tap within `timeout`."""
-    got, deadline = [], time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not select.select([s], [], [], 0.05)[0]:
-            if got:
-                break
-            continue
-        frame, addr = s.recvfrom(4096)
-        if addr[2] != PACKET_OUTGOING and len(frame) > 42 and frame[12:14] == b"\x08\x00" and frame[23] == 17 and \
-                int.from_bytes(frame[36:38], "big") == AGQ_PORT:
-            got.append(frame)
-    return got
 
 
 def pcapng_packets(path):
@@ -198,3 +141,33 @@ def test_capture_ends_at_switch_exit(switch, tmp_path):
     sent, results = run_round(socks, slot=7, seq=79)
     assert sw.stop() == 0, sw.output()
     assert [b for _, b in pcapng_packets(f)] == [sent[1][1], results[2][0]]
+
+
+def test_capture_on_pcap_and_null_ports_with_count(tmp_path, procs):
+    """Other port kinds: a net_pcap replay port (infinite_rx, far faster
+    than the writer: copies are dropped and counted, the lcore never
+    waits) and a net_null sink, one lcore. --count ends each capture."""
+    from scapy.layers.l2 import Ether
+    from scapy.utils import wrpcap
+    from scapy.layers.inet import IP, UDP
+    frames = [bytes(Ether(src=f"02:00:00:00:00:a{i}", dst="02:00:00:00:00:02") / IP(src="10.0.0.1", dst="10.0.0.2") /
+                    UDP(sport=7, dport=9) / (bytes([i]) * 73)) for i in range(2)]
+    wrpcap(str(tmp_path / "in.pcap"), [Ether(f) for f in frames])
+    (tmp_path / "sw.toml").write_text('[switch]\npipeline = "classic"\n[classic]\nps_port = 1\nworker_ports = [0]\n'
+                                      '[[mac]]\nmac = "02:00:00:00:00:02"\nport = 1\n')
+    sock = tmp_path / "ctl.sock"
+    vdevs = [f"net_pcap0,rx_pcap={tmp_path}/in.pcap,infinite_rx=1", "net_null0,no-rx=1"]
+    sw = procs.start("switch", [binary("agq-switch"), *eal_args(unique_prefix("capp"), "0", vdevs), "--",
+                                "--config", tmp_path / "sw.toml", "--ctl-socket", sock])
+    wait_for(lambda: sock.exists() or not sw.alive(), 30, what="control socket")
+    ctl_ok(sock, "capture", "0", "rx", tmp_path / "rx.pcapng", "--count", "500")
+    ctl_ok(sock, "capture", "1", "tx", tmp_path / "tx.pcapng", "--count", "300", "--snaplen", "100")
+    rx, tx = wait_ended(sock, 0, 20), wait_ended(sock, 1, 20)
+    assert rx["state"] == "ended: count reached" and rx["written"] == 500 and rx["seen"] >= 500, rx
+    assert tx["state"] == "ended: count reached" and tx["written"] == 300, tx
+    assert sw.alive()
+    assert sw.stop() == 0, sw.output()
+    got_rx = [b for _, b in pcapng_packets(tmp_path / "rx.pcapng")]
+    got_tx = [b for _, b in pcapng_packets(tmp_path / "tx.pcapng")]
+    assert len(got_rx) == 500 and set(got_rx) <= set(frames), set(got_rx) - set(frames)
+    assert len(got_tx) == 300 and set(got_tx) <= {f[:100] for f in frames}

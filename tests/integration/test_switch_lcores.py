@@ -9,10 +9,8 @@ shared-nothing, docs/ARCHITECTURE.md) against the same switch with one.
    port must carry exactly the frames the one-lcore switch sends, byte for
    byte (the order between shards of different lcores is free), and every
    sequence must complete.
-2. Real agq-workers over memif (they check every RESULT bit for bit): while
-   two jobs run, a third job is added and removed through agqctl again and
-   again, and other control commands are asked; every answer comes while
-   the traffic runs, and both jobs' results stay exact.
+The same with real agq-workers and job changes while they run:
+test_switch_lcores_workers.py (a multi-process test, Release pass only).
 
 The DATA frames are built here (tests/pkt/agq_proto.py), not by the switch.
 """
@@ -23,8 +21,7 @@ from scapy.layers.l2 import Ether
 from scapy.utils import rdpcap, wrpcap
 
 from agq_proto import DATA, RESULT, AgqHeader, agq_frame, encode_value
-from harness import agqctl, binary, counters, eal_args, unique_prefix, wait_for
-import test_agq_workers as workers
+from harness import binary, counters, eal_args, unique_prefix, wait_for
 
 N_WORKERS, SLOTS, ROWS, WIDTH = 4, 32, 16, 16  # 2 slots of 16 bits per row: no fallback
 JOB_IDS = (1, 2)            # job k + 1 enters on port k, its PS is port 2 + k
@@ -137,27 +134,3 @@ def test_two_lcores_equal_one_lcore_byte_for_byte(procs, tmp_path, mode):
         assert c["dp.handoff"] == 0, c  # every packet arrived on its owner's queue
     else:
         assert c["dp.handoff"] > 0, c   # half of each job crossed to the other lcore
-
-
-def test_job_churn_while_two_jobs_run_on_two_lcores(procs, tmp_path):
-    """agq-workers (exact check of every RESULT) on a 2-lcore switch; job 3
-    comes and goes through agqctl, and other commands are asked, while the
-    traffic runs."""
-    elements, rounds = 32 * 3000, 3
-    answered = []
-
-    def churn(topo, worker_procs):
-        spec = ["job", "add", "3", "workers=1", "slots=8", "rows=2",
-                f"worker=0,{topo.port(1, 'ps')},10.9.9.1,02:00:00:00:09:01"]
-        while any(w.alive() for w in worker_procs) and len(answered) < 400:
-            for words in (spec, ["job", "list"], ["counters"], ["dump", "0"], ["job", "del", "3"]):
-                r = agqctl(topo.ctl, *words)
-                assert r.returncode == 0, (words, r.stdout + r.stderr)
-                answered.append(words[:2])
-
-    _, results, _, c = workers.run_two_jobs(procs, tmp_path, 0, elements, rounds, 150, lcores="0,1", during=churn)
-    workers.check_exact(results, elements, rounds)
-    adds = sum(1 for w in answered if w == ["job", "add"])
-    assert adds >= 3, f"only {adds} job add/del cycles while the workers ran"
-    assert c["dp.commands"] > 0, c
-    assert c["dp.handoff_drops"] == 0, c

@@ -4,6 +4,7 @@ One completion thread per client turns libagq's completions into torch
 futures; the submitting thread (PyTorch's autograd thread in a DDP hook)
 never waits. Tensors stay referenced here until their operation is done,
 so the poll thread never writes into freed memory."""
+import atexit
 import threading
 
 import torch
@@ -27,6 +28,9 @@ class AgqClient:
         self._closed = False
         self._thread = threading.Thread(target=self._complete_loop, name="agq-completions", daemon=True)
         self._thread.start()
+        # An orderly memif disconnect also when the script forgets close():
+        # a peer that vanishes mid-poll can crash the switch's poller (DPDK pitfall P7).
+        atexit.register(self.close)
 
     @staticmethod
     def _check(tensor, what="tensor"):
