@@ -26,12 +26,14 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "pipeline/agq/agq_program.hpp"
+#include "pipeline/agq_fast/agq_fast_program.hpp"
 #include "pipeline/agq/encoding.hpp"
 #include "pipeline/classic/classic_program.hpp"
 #include "pipeline/classic/tables.hpp"
@@ -201,7 +203,7 @@ const AgqShape kAgqShapes[] = {
 uint16_t agq_job_id(unsigned shape_index) { return uint16_t(100 + shape_index); }
 uint32_t agq_worker_ip(unsigned w) { return 0x0A000001u + w; }
 
-void add_agq_jobs(agq::pipeline::agq::AgqProgram& prog) {
+void add_agq_jobs(agq::pipeline::agq::AgqSwitchProgram& prog) {
   unsigned i = 0;
   for (const AgqShape& s : kAgqShapes) {
     const uint16_t id = agq_job_id(i++);
@@ -274,6 +276,9 @@ struct NamedTrace {
 
 struct PipelineUnderTest {
   std::string name;
+  // Runs the trace in bursts of kBurst through process_burst() (the
+  // dataplane's call) instead of one process() per packet.
+  bool burst = false;
   // A fresh program with its forwarding entries (static MAC 02:..:02 ->
   // port 2) and, for agq, every shape's job.
   std::function<std::unique_ptr<agq::pipeline::SwitchProgram>(agq::tna::ReplicationEngine&)> make;
@@ -284,6 +289,7 @@ struct PipelineUnderTest {
 std::vector<PipelineUnderTest> pipelines() {
   std::vector<PipelineUnderTest> v;
   v.push_back({"classic",
+               false,
                [](agq::tna::ReplicationEngine& pre) -> std::unique_ptr<agq::pipeline::SwitchProgram> {
                  agq::pipeline::classic::ClassicConfig cfg{0, {1, 2}, 35000};
                  auto p = std::make_unique<agq::pipeline::classic::ClassicProgram>(cfg, agq::pipeline::ForwardingConfig{}, pre);
@@ -296,7 +302,30 @@ std::vector<PipelineUnderTest> pipelines() {
                  out.push_back({"worked_example", classic_worked_example()});
                  return out;
                }});
+  // agq: the TNA model (the reference) and the fast program the switch
+  // runs, both through process_burst() in bursts of kBurst, side by side;
+  // the fast one also with each SIMD variant the CPU has, on n4_w16.
+  auto agq_traces = [](bool only_n4_w16) {
+    return [only_n4_w16] {
+      std::vector<NamedTrace> out;
+      for (unsigned i = 0; i < std::size(kAgqShapes); ++i)
+        if (!only_n4_w16 || std::string(kAgqShapes[i].name) == "n4_w16")
+          out.push_back({kAgqShapes[i].name, agq_trace(i)});
+      return out;
+    };
+  };
+  auto agq_fast = [](agq::pipeline::agq::fast::Simd simd) {
+    return [simd](agq::tna::ReplicationEngine& pre) -> std::unique_ptr<agq::pipeline::SwitchProgram> {
+      auto p = std::make_unique<agq::pipeline::agq::fast::AgqFastProgram>(agq::pipeline::agq::AgqConfig{},
+                                                                          agq::pipeline::ForwardingConfig{}, pre);
+      p->set_simd(simd);
+      p->forwarding().add_static_mac({0x02, 0, 0, 0, 0, 0x02}, 2);
+      add_agq_jobs(*p);
+      return p;
+    };
+  };
   v.push_back({"agq",
+               true,
                [](agq::tna::ReplicationEngine& pre) -> std::unique_ptr<agq::pipeline::SwitchProgram> {
                  auto p = std::make_unique<agq::pipeline::agq::AgqProgram>(agq::pipeline::agq::AgqConfig{},
                                                                           agq::pipeline::ForwardingConfig{}, pre);
@@ -304,11 +333,13 @@ std::vector<PipelineUnderTest> pipelines() {
                  add_agq_jobs(*p);
                  return p;
                },
-               [] {
-                 std::vector<NamedTrace> out;
-                 for (unsigned i = 0; i < std::size(kAgqShapes); ++i) out.push_back({kAgqShapes[i].name, agq_trace(i)});
-                 return out;
-               }});
+               agq_traces(false)});
+  using agq::pipeline::agq::fast::Simd;
+  v.push_back({"agq_fast", true, agq_fast(agq::pipeline::agq::fast::best_simd()), agq_traces(false)});
+  for (Simd s : {Simd::Scalar, Simd::Avx2, Simd::Avx512})
+    if (agq::pipeline::agq::fast::simd_supported(s))
+      v.push_back({std::string("agq_fast_") + agq::pipeline::agq::fast::to_string(s), true, agq_fast(s),
+                   agq_traces(true)});
   return v;
 }
 
@@ -318,6 +349,26 @@ uint64_t counter(const agq::tna::Program& p, std::string_view name) {
     if (n == name) v = x;
   });
   return v;
+}
+
+// The counters of a replay of `pkts` packets (shared by both runners).
+void report(benchmark::State& state, const agq::tna::Program& prog, const PipelineUnderTest& pu, const Trace& trace,
+            double pkts, uint64_t drops, uint64_t out) {
+  const size_t n = trace.frames.size();
+  state.SetItemsProcessed(int64_t(pkts));
+  state.counters["ns_per_pkt"] = benchmark::Counter(pkts * 1e-9, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  if (trace.elements)
+    state.counters["ns_per_elem"] = benchmark::Counter(pkts * double(trace.elements) / double(n) * 1e-9,
+                                                       benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.counters["drop_frac"] = double(drops) / pkts;
+  state.counters["out_per_pkt"] = double(out) / pkts;
+  state.counters["trace_pkts"] = double(n);
+  state.counters["lanes"] = trace.lanes;
+  state.counters["width_bits"] = trace.width;
+  if (const uint64_t agq_pkts = counter(prog, "agq_packets"))
+    state.counters["passes_per_pkt"] = 1.0 + double(counter(prog, "agq_resubmits")) / double(agq_pkts);
+  if (const uint64_t fb = counter(prog, "agq_fallback"))  // the shapes are sized so that this never happens
+    std::fprintf(stderr, "bench: %s: %llu sequences fell back to the PS\n", pu.name.c_str(), (unsigned long long)fb);
 }
 
 // Replays `trace` through the program; one iteration = one packet, with
@@ -360,21 +411,56 @@ void run_trace(benchmark::State& state, const PipelineUnderTest& pu, const Trace
     benchmark::DoNotOptimize(d);
     if (++i == n) i = 0;
   }
-  const double iters = double(state.iterations());
-  state.SetItemsProcessed(int64_t(state.iterations()));
-  state.counters["ns_per_pkt"] = benchmark::Counter(iters * 1e-9, benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
-  if (trace.elements)
-    state.counters["ns_per_elem"] = benchmark::Counter(iters * double(trace.elements) / double(n) * 1e-9,
-                                                       benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
-  state.counters["drop_frac"] = double(drops) / iters;
-  state.counters["out_per_pkt"] = double(out) / iters;
-  state.counters["trace_pkts"] = double(n);
-  state.counters["lanes"] = trace.lanes;
-  state.counters["width_bits"] = trace.width;
-  if (const uint64_t agq_pkts = counter(*prog, "agq_packets"))
-    state.counters["passes_per_pkt"] = 1.0 + double(counter(*prog, "agq_resubmits")) / double(agq_pkts);
-  if (const uint64_t fb = counter(*prog, "agq_fallback"))  // the shapes are sized so that this never happens
-    std::fprintf(stderr, "bench: %s: %llu sequences fell back to the PS\n", pu.name.c_str(), (unsigned long long)fb);
+  report(state, *prog, pu, trace, double(state.iterations()), drops, out);
+}
+
+// The same replay through process_burst(), kBurst packets per iteration as
+// the dataplane hands them over (fresh copies of the frames, as fresh mbufs),
+// then each packet's decision with its replicas through egress().
+constexpr unsigned kBurst = 32;
+void run_trace_burst(benchmark::State& state, const PipelineUnderTest& pu, const Trace& trace) {
+  agq::tna::ReplicationEngine pre;
+  auto prog = pu.make(pre);
+  agq::tna::IngressIntrinsicMd md;
+  md.ingress_port = kIngress;
+  const std::vector<Frame>& frames = trace.frames;
+  const size_t n = frames.size();
+  size_t i = 0;
+  uint64_t drops = 0, out = 0;
+  const bool egress = prog->has_egress();
+  std::vector<Frame> buf(kBurst);
+  for (auto& b : buf) b.reserve(2048);
+  std::vector<agq::tna::BurstPacket> pkts(kBurst);
+  Frame r;
+  r.reserve(2048);
+  for (auto _ : state) {
+    for (unsigned k = 0; k < kBurst; ++k) {
+      buf[k].assign(frames[i].begin(), frames[i].end());
+      pkts[k] = agq::tna::BurstPacket{buf[k].data(), uint16_t(buf[k].size()), md, {}};
+      if (++i == n) i = 0;
+    }
+    prog->process_burst(pkts.data(), kBurst);
+    for (unsigned k = 0; k < kBurst; ++k) {
+      const agq::tna::Decision& d = pkts[k].decision;
+      switch (d.kind) {
+        case agq::tna::Decision::Kind::Drop: ++drops; break;
+        case agq::tna::Decision::Kind::Unicast: ++out; break;
+        case agq::tna::Decision::Kind::Multicast:
+          for (const agq::tna::Replica& rep : pre.members(d.group)) {
+            if (rep.port == d.exclude_port) continue;
+            ++out;
+            if (egress) {
+              r.assign(buf[k].begin(), buf[k].end());
+              prog->egress(r, rep.port, rep.rid);
+              benchmark::DoNotOptimize(r.data());
+            }
+          }
+          break;
+      }
+    }
+    benchmark::ClobberMemory();
+  }
+  report(state, *prog, pu, trace, double(state.iterations()) * kBurst, drops, out);
 }
 
 const Shape kClassicShapes[] = {
@@ -480,12 +566,56 @@ void register_pipeline_benchmarks() {
   static const std::vector<PipelineUnderTest> list = pipelines();
   for (const auto& pu : list) {
     std::vector<NamedTrace> traces = pu.traces();
-    traces.push_back({"l2_forward", l2_trace()});
+    if (pu.name.rfind("agq_fast_", 0) != 0) traces.push_back({"l2_forward", l2_trace()});
     for (auto& nt : traces)
       benchmark::RegisterBenchmark(("Pipeline/" + pu.name + "/" + nt.name).c_str(),
-                                   [&pu, t = std::move(nt.trace)](benchmark::State& st) { run_trace(st, pu, t); });
+                                   [&pu, t = std::move(nt.trace)](benchmark::State& st) {
+                                     if (pu.burst) run_trace_burst(st, pu, t);
+                                     else run_trace(st, pu, t);
+                                   });
   }
 }
+
+// The usual console output, then the agq rows side by side: the fast
+// program against the model, measured in this run (ratios, not absolutes,
+// are what survive a loaded machine).
+class SideBySideReporter : public benchmark::ConsoleReporter {
+ public:
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const Run& r : runs) {
+      auto it = r.counters.find("ns_per_pkt");
+      if (it != r.counters.end() && r.run_type == Run::RT_Iteration) ns_[r.benchmark_name()] = it->second.value;
+    }
+  }
+  void Finalize() override {
+    ConsoleReporter::Finalize();
+    bool header = false;
+    for (const AgqShape& s : kAgqShapes) {
+      const auto m = ns_.find(std::string("Pipeline/agq/") + s.name);
+      const auto f = ns_.find(std::string("Pipeline/agq_fast/") + s.name);
+      if (m == ns_.end() || f == ns_.end()) continue;
+      if (!header) {
+        std::printf("\nagq pipeline, ns/packet (bursts of %u, replicas through egress()): model vs fast (%s)\n",
+                    kBurst, agq::pipeline::agq::fast::to_string(agq::pipeline::agq::fast::best_simd()));
+        std::printf("%-14s %10s %10s %8s\n", "shape", "model", "fast", "speedup");
+        header = true;
+      }
+      std::printf("%-14s %10.1f %10.1f %7.1fx\n", s.name, m->second, f->second, m->second / f->second);
+    }
+    const auto m = ns_.find("Pipeline/agq/n4_w16");
+    for (const char* v : {"scalar", "avx2", "avx512"}) {
+      const auto f = ns_.find(std::string("Pipeline/agq_fast_") + v + "/n4_w16");
+      if (f == ns_.end()) continue;
+      std::printf("n4_w16 %-7s %10.1f ns/packet", v, f->second);
+      if (m != ns_.end()) std::printf("  (%.1fx the model)", m->second / f->second);
+      std::printf("\n");
+    }
+  }
+
+ private:
+  std::map<std::string, double> ns_;
+};
 
 }  // namespace
 
@@ -493,7 +623,8 @@ int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   register_pipeline_benchmarks();
-  benchmark::RunSpecifiedBenchmarks();
+  SideBySideReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
   benchmark::Shutdown();
   return 0;
 }

@@ -11,6 +11,7 @@
 #include "control/config_reader.hpp"
 #include "control/job_spec.hpp"
 #include "pipeline/agq/agq_program.hpp"
+#include "pipeline/agq_fast/agq_fast_program.hpp"
 
 namespace agq::control {
 namespace {
@@ -139,7 +140,9 @@ class AgqLoader {
 void load_agq_sections(TomlReader& r, const toml::table& root, SwitchConfig& cfg) { AgqLoader(r, cfg).load(root); }
 
 std::unique_ptr<pipeline::SwitchProgram> make_agq_program(const SwitchConfig& cfg, tna::ReplicationEngine& pre) {
-  return std::make_unique<pipeline::agq::AgqProgram>(cfg.agq, cfg.forwarding, pre);
+  // The fast program (pipeline/agq_fast/); pipeline::agq::AgqProgram is its
+  // reference model, proven equal by tests/unit/agq_fast_diff_test.cpp.
+  return std::make_unique<pipeline::agq::fast::AgqFastProgram>(cfg.agq, cfg.forwarding, pre);
 }
 
 void install_jobs(const SwitchConfig& cfg, pipeline::SwitchProgram& prog) {

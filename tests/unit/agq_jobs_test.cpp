@@ -23,7 +23,7 @@ TEST_F(AgqJobs, CarvesContiguousSpaceFirstFit) {
   EXPECT_EQ(p1.mcast_grp, AgqProgram::kJobGroupBase + p1.job_index);
   ASSERT_EQ(pre.members(p1.mcast_grp).size(), 2u);
   EXPECT_EQ(pre.members(p1.mcast_grp)[1], (tna::Replica{worker_spec(1, 1).port, 1}));
-  ASSERT_TRUE(prog.remove_job(1));
+  ASSERT_TRUE(remove(1));
   add(job_spec(3, 4, 3, 2));  // fits the hole job 1 left
   EXPECT_EQ(prog.placement(3)->row_base, 0u);
   EXPECT_EQ(prog.placement(3)->slot_base, 0u);
@@ -47,7 +47,7 @@ TEST_F(AgqJobs, ErrorsAreMessages) {
   EXPECT_NE(err(job_spec(5, 2, 64, 64)).find("no space"), std::string::npos);   // 60 rows left
   EXPECT_NE(err(job_spec(5, 2, 300, 60)).find("no space"), std::string::npos);  // 252 slots left
   EXPECT_EQ(prog.jobs().size(), 1u);
-  EXPECT_FALSE(prog.remove_job(42));
+  EXPECT_FALSE(remove(42));
 }
 
 TEST_F(AgqJobs, RemoveClearsStateTablesAndGroup) {
@@ -57,7 +57,7 @@ TEST_F(AgqJobs, RemoveClearsStateTablesAndGroup) {
   send(j, data_pkt(j, 0, 0, 0, 16, std::vector<uint32_t>(32, 0x1234)));
   send(j, data_pkt(j, 0, 1, 1, 8, std::vector<uint32_t>(32, 0x12)));
   EXPECT_NE(cell(p.row_base, "row_occupancy.v0"), 0u);
-  ASSERT_TRUE(prog.remove_job(7));
+  ASSERT_TRUE(remove(7));
   EXPECT_FALSE(pre.has_group(p.mcast_grp));
   for (auto& [name, v] : prog.dump_aggregator(p.row_base)) EXPECT_EQ(v, 0u) << name;
   // Its packets are now from an unknown job; a new job there starts clean.

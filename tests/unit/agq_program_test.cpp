@@ -429,7 +429,7 @@ TEST_F(AgqScenario, OrdinaryTrafficIsForwardedAndEgressLeavesItAlone) {
 // a packet whose n_lanes is not the job's is malformed. Every frame the
 // switch makes carries the boot epoch (§11), the DATA's epoch is ignored.
 TEST_F(AgqScenario, SixteenLaneProfileAndBootEpoch) {
-  prog.set_epoch(0x1234);
+  set_epoch(0x1234);
   JobSpec j = job_spec(1, 2, 2, 1);
   j.lanes = 16;
   add(j);

@@ -1,7 +1,8 @@
 // Shared helpers of the agq pipeline tests: job specs with deterministic
 // addresses, DATA / PS_RESULT frames from a worker or the PS, one-call
-// send() through AgqProgram::process(), multicast replicas through egress(),
-// counters and register dumps.
+// send() through the fast program (what the switch runs) with the TNA model
+// beside it as the reference (every send, replica and dump compared),
+// multicast replicas through egress(), counters and register dumps.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "pipeline/agq/agq_program.hpp"
+#include "pipeline/agq_fast/agq_fast_program.hpp"
 #include "pipeline/agq/encoding.hpp"
 #include "pipeline/parser.hpp"
 #include "proto/agq.hpp"
@@ -129,21 +131,43 @@ inline uint32_t expected_lane(const std::vector<uint32_t>& us, unsigned req, uns
   return s;
 }
 
-// A program with its PRE, usable inside or outside a gtest fixture.
+// The fast program with its PRE, and the model with its own, usable inside
+// or outside a gtest fixture. The tests' expectations are checked on the
+// fast program; the model must agree with it on every frame it sends.
 class AgqHarness {
  public:
-  explicit AgqHarness(AgqConfig cfg = {64, 256}) : prog(cfg, pipeline::ForwardingConfig{}, pre) {}
+  explicit AgqHarness(AgqConfig cfg = {64, 256})
+      : prog(cfg, pipeline::ForwardingConfig{}, pre), model(cfg, pipeline::ForwardingConfig{}, model_pre) {}
   AgqHarness(const AgqHarness&) = delete;
   AgqHarness& operator=(const AgqHarness&) = delete;
 
   void add(const JobSpec& j) {
     const auto err = prog.add_job(j);
     ASSERT_FALSE(err.has_value()) << *err;
+    ASSERT_FALSE(model.add_job(j).has_value());
+  }
+  bool remove(uint16_t job_id) {
+    const bool r = prog.remove_job(job_id);
+    EXPECT_EQ(model.remove_job(job_id), r);
+    return r;
+  }
+  void set_epoch(uint16_t e) {
+    prog.set_epoch(e);
+    model.set_epoch(e);
   }
   Out send_frame(std::vector<uint8_t> f, tna::PortId port) {
     tna::IngressIntrinsicMd md;
     md.ingress_port = port;
+    std::vector<uint8_t> m = f;
     const Decision d = prog.process(f, md);
+    if (check_model) {
+      const Decision dm = model.process(m, md);
+      EXPECT_EQ(int(d.kind), int(dm.kind)) << "the model decides otherwise";
+      EXPECT_EQ(d.port, dm.port);
+      EXPECT_EQ(d.group, dm.group);
+      EXPECT_EQ(d.drop_reason, dm.drop_reason);
+      EXPECT_EQ(f, m) << "the model's frame differs";
+    }
     return parse_out(d, std::move(f));
   }
   Out send(const JobSpec& j, const Agq& a) { return send_frame(worker_frame(j, a.worker_id, a), j.workers.at(a.worker_id).port); }
@@ -156,6 +180,11 @@ class AgqHarness {
     for (const tna::Replica& r : pre.members(o.decision.group)) {
       Replica rep{r.port, r.rid, o.bytes, {}};
       prog.egress(rep.bytes, r.port, r.rid);
+      if (check_model) {
+        std::vector<uint8_t> m = o.bytes;
+        model.egress(m, r.port, r.rid);
+        EXPECT_EQ(rep.bytes, m) << "the model's replica differs";
+      }
       EXPECT_EQ(pipeline::parse(rep.bytes, rep.hdr), pipeline::ParserError::None);
       out.push_back(std::move(rep));
     }
@@ -173,8 +202,12 @@ class AgqHarness {
   // Every register cell of every row (and the slots of each row's job).
   std::vector<std::pair<std::string, uint64_t>> dump_all() const {
     std::vector<std::pair<std::string, uint64_t>> all;
-    for (uint32_t r = 0; r < prog.aggregator_count(); ++r)
+    for (uint32_t r = 0; r < prog.aggregator_count(); ++r) {
       for (auto& c : prog.dump_aggregator(r)) all.push_back(c);
+      if (check_model) {
+        EXPECT_EQ(prog.dump_aggregator(r), model.dump_aggregator(r)) << "row " << r;
+      }
+    }
     return all;
   }
   uint64_t cell(uint32_t row, const std::string& name) const {
@@ -185,7 +218,11 @@ class AgqHarness {
   }
 
   tna::ReplicationEngine pre;
-  AgqProgram prog;
+  pipeline::agq::fast::AgqFastProgram prog;  // what the switch runs
+  tna::ReplicationEngine model_pre;
+  AgqProgram model;  // the reference
+  // Off for a test that changes `prog` behind the harness's back (control commands).
+  bool check_model = true;
 };
 
 class AgqFixture : public ::testing::Test, public AgqHarness {};

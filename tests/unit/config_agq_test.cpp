@@ -1,6 +1,6 @@
 // The configuration of pipeline "agq": [agq], [[job]] and [[job.worker]]
 // load into JobSpecs; every mistake names the file, the line and the field;
-// make_program builds an AgqProgram and install_entries registers the jobs,
+// make_program builds the agq program (the fast one) and install_entries registers the jobs,
 // an add_job refusal pointing at the job's line.
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -19,7 +19,7 @@ namespace agq::control {
 namespace {
 
 namespace fs = std::filesystem;
-using pipeline::agq::AgqProgram;
+using pipeline::agq::AgqSwitchProgram;
 using pipeline::agq::ResultDelivery;
 
 const fs::path kSourceDir = fs::path(__FILE__).parent_path().parent_path().parent_path();
@@ -254,7 +254,7 @@ TEST_F(ConfigAgqTest, MakeProgramAndInstallJobs) {
   ASSERT_TRUE(prog);
   EXPECT_EQ(prog->name(), "agq");
   install_entries(c, *prog);
-  auto& agq = static_cast<AgqProgram&>(*prog);
+  auto& agq = static_cast<AgqSwitchProgram&>(*prog);
   std::vector<pipeline::agq::JobSpec> jobs = agq.jobs();
   ASSERT_EQ(jobs.size(), 2u);
   std::sort(jobs.begin(), jobs.end(), [](auto& a, auto& b) { return a.job_id < b.job_id; });

@@ -5,8 +5,10 @@
 // packet: headers and metadata live on the stack, tables are hash lookups.
 #include "pipeline/agq/agq_program.hpp"
 
+#include <algorithm>
 #include <string>
 
+#include "pipeline/agq/ordinary.hpp"
 #include "pipeline/agq/program_impl.hpp"
 #include "tna/pass.hpp"
 
@@ -42,20 +44,11 @@ AgqProgram::~AgqProgram() = default;
 
 tna::Decision AgqProgram::process(std::span<uint8_t> bytes, const tna::IngressIntrinsicMd& md) {
   Impl& s = *impl_;
+  ProgramCounters& pc = s.counters;
   Headers hdr;
-  if (parse(bytes, hdr) != ParserError::None) {
-    ++s.parser_errors;
-    ++s.fwd_drops[std::size_t(DropReason::ParserError)];
-    return tna::Decision::drop(uint16_t(DropReason::ParserError));
-  }
-  if (!hdr.agq_valid) {
-    const tna::Decision d = forwarding().apply(hdr, md);
-    if (d.kind != tna::Decision::Kind::Drop) deparse(hdr, bytes);
-    else if (d.drop_reason < s.fwd_drops.size()) ++s.fwd_drops[d.drop_reason];
-    return d;
-  }
+  if (auto d = ordinary_traffic(forwarding(), bytes, md, hdr, pc)) return *d;
 
-  ++s.agq_packets;
+  ++pc.agq_packets;
   tna::IngressIntrinsicMd ig_intr_md = md;
   ResubmitMd resub;  // the resubmit header, carried from one pass to the next
   for (int pass = 1;; ++pass) {
@@ -67,7 +60,7 @@ tna::Decision AgqProgram::process(std::span<uint8_t> bytes, const tna::IngressIn
       s.ingress.apply(hdr, meta, resub, ig_intr_md, ig_tm_md, ig_dprsr_md);
     }
     if (ig_dprsr_md.resubmit && !(ig_dprsr_md.drop_ctl & 1) && pass < kMaxPasses) {
-      ++s.resubmits;
+      ++pc.resubmits;
       // realloc: a recirculation back to pass 1; otherwise pass 2.
       ig_intr_md.resubmit_flag = !resub.realloc;
       parse(bytes, hdr);  // the resubmitted packet is the original bytes
@@ -77,14 +70,7 @@ tna::Decision AgqProgram::process(std::span<uint8_t> bytes, const tna::IngressIn
     if (d.kind != tna::Decision::Kind::Drop) {
       deparse(hdr, bytes);
     } else {
-      switch (meta.drop) {
-        case AgqDrop::Malformed: ++s.drops_malformed; break;
-        case AgqDrop::UnknownJob: ++s.drops_unknown_job; break;
-        case AgqDrop::BadWorker: ++s.drops_bad_worker; break;
-        case AgqDrop::BadSlot: ++s.drops_bad_slot; break;
-        case AgqDrop::BadWidth: ++s.drops_bad_width; break;
-        default: break;  // absorbed / duplicate have their own counters
-      }
+      pc.count_drop(meta.drop);
     }
     return d;
   }
@@ -108,38 +94,14 @@ void AgqProgram::egress(std::span<uint8_t> bytes, tna::PortId /*egress_port*/, u
 }
 
 void AgqProgram::visit_counters(const tna::CounterVisitor& visit) const {
-  const Impl& s = *impl_;
-  const IngressCounters& c = s.ingress.counters();
-  visit("agq_packets", s.agq_packets);
-  visit("agq_contributions", c.contributions);
-  visit("agq_first", c.first);
-  visit("agq_resubmits", s.resubmits);
-  visit("agq_results", c.results);
-  visit("agq_result_resent", c.result_resent);
-  visit("agq_absorbed", c.absorbed);
-  visit("agq_duplicate", c.duplicate);
-  visit("agq_fallback", c.fallback);
-  visit("agq_fallback_data", c.fallback_data);
-  visit("agq_ps_results", c.ps_results);
-  visit("agq_overflow", c.overflow);
-  visit("agq_cas_retries", c.cas_retries);
-  visit("drops_agq_malformed", s.drops_malformed);
-  visit("drops_agq_unknown_job", s.drops_unknown_job);
-  visit("drops_agq_bad_worker", s.drops_bad_worker);
-  visit("drops_agq_bad_slot", s.drops_bad_slot);
-  visit("drops_agq_bad_width", s.drops_bad_width);
-  visit("parser_errors", s.parser_errors);
-  for (DropReason r : {DropReason::L2SamePort, DropReason::L2NoPorts})
-    visit(std::string("drops_") + to_string(r), s.fwd_drops[std::size_t(r)]);
-  forwarding().visit_counters(visit);
+  ProgramCounters c = impl_->counters;
+  c.ingress = impl_->ingress.counters();
+  visit_program_counters(c, forwarding(), visit);
 }
 
 void AgqProgram::clear_counters() {
-  Impl& s = *impl_;
-  s.ingress.counters() = IngressCounters{};
-  s.agq_packets = s.resubmits = s.parser_errors = 0;
-  s.fwd_drops.fill(0);
-  s.drops_malformed = s.drops_unknown_job = s.drops_bad_worker = s.drops_bad_slot = s.drops_bad_width = 0;
+  impl_->ingress.counters() = IngressCounters{};
+  impl_->counters = ProgramCounters{};
   forwarding().clear_counters();
 }
 
@@ -149,13 +111,17 @@ void AgqProgram::set_epoch(uint16_t epoch) { impl_->ingress.set_epoch(epoch); }
 
 const Registers& AgqProgram::registers() const { return impl_->ingress.registers(); }
 
-uint32_t AgqProgram::aggregator_count() const { return impl_->cfg.total_rows; }
+const AgqConfig& AgqProgram::config() const { return impl_->cfg; }
+const RegisterCells& AgqProgram::cells() const { return impl_->cells; }
+const JobBook& AgqProgram::book() const { return impl_->book; }
 
-SwitchProgram::NamedCells AgqProgram::dump_aggregator(uint32_t row) const {
+// ---- shared by both agq programs
+uint32_t AgqSwitchProgram::aggregator_count() const { return config().total_rows; }
+
+SwitchProgram::NamedCells AgqSwitchProgram::dump_aggregator(uint32_t row) const {
   NamedCells out;
-  const Impl& s = *impl_;
-  if (row >= s.cfg.total_rows) return out;
-  const Registers& r = s.ingress.registers();
+  if (row >= config().total_rows) return out;
+  const RegisterCells& r = cells();
   // Names built by appends: GCC 12's -Wrestrict misfires on operator+ chains.
   auto pair = [&out](const char* reg, const std::string& idx, auto cell) {
     std::string name = reg;
@@ -164,10 +130,10 @@ SwitchProgram::NamedCells AgqProgram::dump_aggregator(uint32_t row) const {
     name += ".v1";
     out.emplace_back(std::move(name), uint64_t(cell.hi));
   };
-  pair("row_occupancy", "", r.row_occupancy.read(row));
-  for (const auto& lane : r.lanes) pair(lane.name().c_str(), "", lane.read(row));
+  pair("row_occupancy", "", r.row_occupancy(row));
+  for (unsigned k = 0; k < unsigned(proto::kAgqLanes); ++k) pair(Registers::lane_name(k), "", r.lane(row, k));
   // The slots of the job that owns this row, if any.
-  for (const auto& [id, job] : s.book.records()) {
+  for (const auto& [id, job] : book().records()) {
     const JobPlacement& p = job.place;
     if (row < p.row_base || row >= p.row_base + p.rows) continue;
     const uint32_t first = (row - p.row_base) << p.row_shift;
@@ -177,9 +143,9 @@ SwitchProgram::NamedCells AgqProgram::dump_aggregator(uint32_t row) const {
       std::string idx = "[";
       idx += std::to_string(i);
       idx += ']';
-      pair("slot_bitmap", idx, r.slot_bitmap.read(i));
-      pair("slot_count", idx, r.slot_count.read(i));
-      pair("slot_window", idx, r.slot_window.read(i));
+      pair("slot_bitmap", idx, r.slot_bitmap(i));
+      pair("slot_count", idx, r.slot_count(i));
+      pair("slot_window", idx, r.slot_window(i));
     }
   }
   return out;

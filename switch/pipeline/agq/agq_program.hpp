@@ -65,6 +65,28 @@ struct JobPlacement {
   uint8_t guard = 0;             // g = ceil(log2 N)
 };
 
+template <typename T>
+struct Pair {
+  T lo{}, hi{};
+  T& half(unsigned v) { return v ? hi : lo; }
+  T& other(unsigned v) { return v ? lo : hi; }
+  bool operator==(const Pair&) const = default;
+};
+
+// Read access to every register cell of an agq program (docs/PROTOCOL.md
+// §3), whatever its memory layout: dumps, tests.
+class RegisterCells {
+ public:
+  virtual ~RegisterCells() = default;
+  virtual Pair<uint32_t> slot_bitmap(uint32_t slot_index) const = 0;
+  virtual Pair<uint8_t> slot_count(uint32_t slot_index) const = 0;
+  virtual Pair<uint16_t> slot_window(uint32_t slot_index) const = 0;
+  virtual Pair<uint8_t> row_occupancy(uint32_t row) const = 0;
+  virtual Pair<uint32_t> lane(uint32_t row, unsigned k) const = 0;  // lane00..lane31
+};
+
+class JobBook;
+
 // What the control plane needs of an agq program: jobs. Two programs
 // implement it with equal semantics: AgqProgram, the TNA model (the
 // reference), and fast::AgqFastProgram (switch/pipeline/agq_fast/, what the
@@ -84,6 +106,13 @@ class AgqSwitchProgram : public SwitchProgram {
   virtual std::vector<JobSpec> jobs() const = 0;
   virtual std::optional<JobPlacement> placement(uint16_t job_id) const = 0;
 
+  virtual const AgqConfig& config() const = 0;
+  virtual const RegisterCells& cells() const = 0;
+  // Register cells of a row and of the slots of the job that owns it, by
+  // name ("lane07.v1", "slot_count[12].v0", ...): the same for both programs.
+  uint32_t aggregator_count() const final;
+  NamedCells dump_aggregator(uint32_t row) const final;
+
   // (job_id + row - row_base) & 0xFFF of the job that holds `row`
   // (docs/PROTOCOL.md section 10; shards.cpp): the lcore whose instance
   // holds the row's registers.
@@ -92,6 +121,9 @@ class AgqSwitchProgram : public SwitchProgram {
   // offsets and the job's placement (shards.cpp); everything else kAnyShard.
   // A fast program overrides it with its own dense job table.
   uint32_t shard_of(std::span<const uint8_t> bytes) const override;
+
+ protected:
+  virtual const JobBook& book() const = 0;
 };
 
 struct Registers;
@@ -106,12 +138,10 @@ class AgqProgram final : public AgqSwitchProgram {
   void visit_counters(const tna::CounterVisitor& visit) const override;
   void clear_counters() override;
   void clear_state() override;
-  uint32_t aggregator_count() const override;
   // Replicas of a job's multicast: rewrites Ethernet/IPv4 destination and
   // worker_id of a RESULT for worker `rid` of the packet's job.
   bool has_egress() const override { return true; }
   void egress(std::span<uint8_t> bytes, tna::PortId egress_port, uint16_t rid) override;
-  NamedCells dump_aggregator(uint32_t row) const override;
   void set_epoch(uint16_t epoch) override;
 
   std::optional<std::string> add_job(const JobSpec& job) override;
@@ -119,8 +149,12 @@ class AgqProgram final : public AgqSwitchProgram {
   std::vector<JobSpec> jobs() const override;
   std::optional<JobPlacement> placement(uint16_t job_id) const override;
 
-  // Every register cell (tests compare them with the fast program's).
+  const AgqConfig& config() const override;
+  const RegisterCells& cells() const override;
   const Registers& registers() const;
+
+ protected:
+  const JobBook& book() const override;
 
  private:
   struct Impl;

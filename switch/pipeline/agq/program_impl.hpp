@@ -9,6 +9,7 @@
 #include "pipeline/agq/agq_program.hpp"
 #include "pipeline/agq/ingress.hpp"
 #include "pipeline/agq/job_book.hpp"
+#include "pipeline/agq/program_counters.hpp"
 #include "pipeline/drop_reason.hpp"
 
 namespace agq::pipeline::agq {
@@ -23,10 +24,8 @@ struct AgqProgram::Impl {
   // The egress pipeline's own copy of the worker addresses, key (job_id, rid).
   tna::ExactTable<uint32_t, WorkerAction> egress_worker_t;
 
-  uint64_t agq_packets = 0, resubmits = 0, parser_errors = 0;
-  std::array<uint64_t, std::size_t(DropReason::Count)> fwd_drops{};  // Forwarding's reasons
-  uint64_t drops_malformed = 0, drops_unknown_job = 0, drops_bad_worker = 0, drops_bad_slot = 0,
-           drops_bad_width = 0;
+  Registers::View cells{ingress.registers()};
+  ProgramCounters counters;  // .ingress lives in `ingress` (its own counters)
 };
 
 }  // namespace agq::pipeline::agq

@@ -19,18 +19,12 @@
 #include <array>
 #include <cstdint>
 
+#include "pipeline/agq/agq_program.hpp"
+#include "pipeline/agq/salu.hpp"
 #include "proto/agq.hpp"
 #include "tna/register.hpp"
 
 namespace agq::pipeline::agq {
-
-template <typename T>
-struct Pair {
-  T lo{}, hi{};
-  T& half(unsigned v) { return v ? hi : lo; }
-  T& other(unsigned v) { return v ? lo : hi; }
-  bool operator==(const Pair&) const = default;
-};
 
 struct Registers {
   Registers(uint32_t slots, uint32_t rows)
@@ -56,6 +50,20 @@ struct Registers {
   tna::Register<Pair<uint8_t>> row_occupancy;  // bit (7 - u): unit u is in a live window
   std::array<tna::Register<Pair<uint32_t>>, proto::kAgqLanes> lanes;  // lane00..lane31
 
+  // The cells through the program-independent view.
+  class View final : public RegisterCells {
+   public:
+    explicit View(const Registers& r) : r_(r) {}
+    Pair<uint32_t> slot_bitmap(uint32_t i) const override { return r_.slot_bitmap.read(i); }
+    Pair<uint8_t> slot_count(uint32_t i) const override { return r_.slot_count.read(i); }
+    Pair<uint16_t> slot_window(uint32_t i) const override { return r_.slot_window.read(i); }
+    Pair<uint8_t> row_occupancy(uint32_t row) const override { return r_.row_occupancy.read(row); }
+    Pair<uint32_t> lane(uint32_t row, unsigned k) const override { return r_.lanes[k].read(row); }
+
+   private:
+    const Registers& r_;
+  };
+
  private:
   static std::array<tna::Register<Pair<uint32_t>>, proto::kAgqLanes> make_lanes(uint32_t rows) {
     return make_lanes(rows, std::make_index_sequence<proto::kAgqLanes>{});
@@ -65,6 +73,8 @@ struct Registers {
                                                                                 std::index_sequence<K...>) {
     return {tna::Register<Pair<uint32_t>>(lane_name(K), rows)...};
   }
+
+ public:
   static const char* lane_name(std::size_t k) {
     static constexpr const char* kNames[] = {
         "lane00", "lane01", "lane02", "lane03", "lane04", "lane05", "lane06", "lane07",
@@ -83,27 +93,18 @@ inline const char* variant(unsigned v, const char* v0, const char* v1) { return 
 // it was, so the next stage tests `seen`.
 inline auto slot_bitmap_add(tna::Register<Pair<uint32_t>>& r, unsigned v, uint32_t bit) {
   return tna::RegisterAction(r, variant(v, "slot_bitmap_add_v0", "slot_bitmap_add_v1"),
-                             [v, bit](Pair<uint32_t>& c) -> uint32_t {
-                               const uint32_t old = c.half(v);
-                               c.half(v) = old | bit;
-                               c.other(v) &= ~bit;
-                               return old;
-                             });
+                             [v, bit](Pair<uint32_t>& c) { return salu::slot_bitmap_add(c, v, bit); });
 }
 
 // --- slot_count -----------------------------------------------------------------
 // A new contribution: N -> 1 (first of a new use), else +1. Returns the new count.
 inline auto slot_count_inc(tna::Register<Pair<uint8_t>>& r, unsigned v, uint8_t n) {
   return tna::RegisterAction(r, variant(v, "slot_count_inc_v0", "slot_count_inc_v1"),
-                             [v, n](Pair<uint8_t>& c) -> uint8_t {
-                               uint8_t& h = c.half(v);
-                               h = h == n ? 1 : uint8_t(h + 1);
-                               return h;
-                             });
+                             [v, n](Pair<uint8_t>& c) { return salu::slot_count_inc(c, v, n); });
 }
 inline auto slot_count_read(tna::Register<Pair<uint8_t>>& r, unsigned v) {
   return tna::RegisterAction(r, variant(v, "slot_count_read_v0", "slot_count_read_v1"),
-                             [v](Pair<uint8_t>& c) -> uint8_t { return c.half(v); });
+                             [v](Pair<uint8_t>& c) { return salu::slot_count_read(c, v); });
 }
 
 // --- slot_window ------------------------------------------------------------------
@@ -111,24 +112,18 @@ inline auto slot_count_read(tna::Register<Pair<uint8_t>>& r, unsigned v) {
 // OVERFLOW, a first contribution's pass 1 sets PENDING and reads the old window.
 inline auto slot_window_merge(tna::Register<Pair<uint16_t>>& r, unsigned v, uint16_t bits) {
   return tna::RegisterAction(r, variant(v, "slot_window_merge_v0", "slot_window_merge_v1"),
-                             [v, bits](Pair<uint16_t>& c) -> uint16_t {
-                               c.half(v) |= bits;
-                               return c.half(v);
-                             });
+                             [v, bits](Pair<uint16_t>& c) { return salu::slot_window_merge(c, v, bits); });
 }
 // Pass 2 of a first contribution: the new window (PENDING clear).
 inline auto slot_window_write(tna::Register<Pair<uint16_t>>& r, unsigned v, uint16_t window) {
   return tna::RegisterAction(r, variant(v, "slot_window_write_v0", "slot_window_write_v1"),
-                             [v, window](Pair<uint16_t>& c) -> uint16_t {
-                               c.half(v) = window;
-                               return window;
-                             });
+                             [v, window](Pair<uint16_t>& c) { return salu::slot_window_write(c, v, window); });
 }
 
 // --- row_occupancy -------------------------------------------------------------------
 inline auto row_occupancy_read(tna::Register<Pair<uint8_t>>& r, unsigned v) {
   return tna::RegisterAction(r, variant(v, "row_occupancy_read_v0", "row_occupancy_read_v1"),
-                             [v](Pair<uint8_t>& c) -> uint8_t { return c.half(v); });
+                             [v](Pair<uint8_t>& c) { return salu::row_occupancy_read(c, v); });
 }
 // Compare-and-set old -> new; returns 1 on success. On Tofino another first
 // contribution of the same row may have moved the occupancy between pass 1
@@ -136,10 +131,8 @@ inline auto row_occupancy_read(tna::Register<Pair<uint8_t>>& r, unsigned v) {
 inline auto row_occupancy_cas(tna::Register<Pair<uint8_t>>& r, unsigned v, uint8_t expect,
                               uint8_t desired) {
   return tna::RegisterAction(r, variant(v, "row_occupancy_cas_v0", "row_occupancy_cas_v1"),
-                             [v, expect, desired](Pair<uint8_t>& c) -> uint8_t {
-                               if (c.half(v) != expect) return 0;
-                               c.half(v) = desired;
-                               return 1;
+                             [v, expect, desired](Pair<uint8_t>& c) {
+                               return salu::row_occupancy_cas(c, v, expect, desired);
                              });
 }
 
@@ -147,19 +140,13 @@ inline auto row_occupancy_cas(tna::Register<Pair<uint8_t>>& r, unsigned v, uint8
 // Zero a released window: half v &= keep.
 inline auto lane_clear(tna::Register<Pair<uint32_t>>& r, unsigned v, uint32_t keep) {
   return tna::RegisterAction(r, variant(v, "lane_clear_v0", "lane_clear_v1"),
-                             [v, keep](Pair<uint32_t>& c) -> uint32_t {
-                               c.half(v) &= keep;
-                               return c.half(v);
-                             });
+                             [v, keep](Pair<uint32_t>& c) { return salu::lane_clear(c.half(v), keep); });
 }
 // Add an aligned, masked contribution (0 = read) and return the new half v.
 // The sum of a window cannot carry out of it (PROTOCOL §2), so a plain add is exact.
 inline auto lane_add(tna::Register<Pair<uint32_t>>& r, unsigned v, uint32_t x) {
   return tna::RegisterAction(r, variant(v, "lane_add_v0", "lane_add_v1"),
-                             [v, x](Pair<uint32_t>& c) -> uint32_t {
-                               c.half(v) += x;
-                               return c.half(v);
-                             });
+                             [v, x](Pair<uint32_t>& c) { return salu::lane_add(c.half(v), x); });
 }
 
 }  // namespace agq::pipeline::agq

@@ -1,0 +1,390 @@
+// AgqFastProgram, data plane. Stage names and numbers are those of
+// pipeline/agq/ingress.cpp and docs/PIPELINE.md; every register action is a
+// salu:: program shared with the model.
+#include "pipeline/agq_fast/agq_fast_program.hpp"
+
+#include <algorithm>
+
+#include "pipeline/agq/ordinary.hpp"
+#include "pipeline/agq/salu.hpp"
+#include "pipeline/agq_fast/wire.hpp"
+#include "proto/bytes.hpp"
+
+namespace agq::pipeline::agq::fast {
+
+using proto::AgqType;
+using proto::load_be16;
+using proto::load_be32;
+
+namespace {
+const WorkerAction kWorkerMiss{};
+constexpr uint8_t kTypeData = uint8_t(AgqType::Data), kTypePsResult = uint8_t(AgqType::PsResult);
+}  // namespace
+
+// The P4 metadata of one packet, carried from stage to stage of a burst.
+// Trivial (no member initializers): a burst's array costs nothing to
+// declare; each entry is zeroed when its packet enters stage 0.
+struct AgqFastProgram::Meta {
+  uint8_t* frame;  // null: decided at admission (not agq traffic)
+  uint8_t* ip;     // IPv4 header
+  uint8_t* h;      // agq header
+  const JobEntry* job;
+  const WorkerAction* worker;
+  SlotRecord* slot;  // null: no register stage (invalid, PS_RESULT, not agq)
+  Pair<uint8_t>* occ;
+  uint32_t* cells;  // the row's lane cells, half v
+  uint8_t v, req_units, flags;
+  uint8_t pos, w;
+  uint16_t window;
+  bool seen, complete;
+  Verdict verdict;  // zero: Verdict::Drop
+  AgqDrop drop;     // zero: AgqDrop::None
+};
+static_assert(Verdict::Drop == Verdict{} && AgqDrop::None == AgqDrop{});
+
+AgqFastProgram::AgqFastProgram(AgqConfig cfg, ForwardingConfig fwd_cfg, tna::ReplicationEngine& pre)
+    : AgqSwitchProgram(fwd_cfg, pre),
+      book_(cfg),
+      t_(fast_tables()),
+      kernels_(&lane_kernels(best_simd())),
+      job_slot_(65536, 0),
+      slots_(cfg.total_slots),
+      row_occupancy_(cfg.total_rows),
+      lanes_(cfg.total_rows) {}
+
+AgqFastProgram::~AgqFastProgram() = default;
+
+bool AgqFastProgram::set_simd(Simd s) {
+  if (!simd_supported(s)) return false;
+  kernels_ = &lane_kernels(s);
+  return true;
+}
+
+tna::Decision AgqFastProgram::process(std::span<uint8_t> bytes, const tna::IngressIntrinsicMd& md) {
+  tna::BurstPacket p{bytes.data(), uint16_t(bytes.size()), md, {}};
+  process_burst(&p, 1);
+  return p.decision;
+}
+
+void AgqFastProgram::process_burst(tna::BurstPacket* pkts, unsigned n) {
+  Meta meta[kChunk];
+  for (unsigned base = 0; base < n; base += kChunk) {
+    tna::BurstPacket* p = pkts + base;
+    const unsigned m = std::min(kChunk, n - base);
+    // Stage 0: parser, validation, job_t, worker_t, slot_row_t; prefetch
+    // the slot records and rows the register stages will touch.
+    for (unsigned i = 0; i < m; ++i) {
+      if (i + 2 < m) __builtin_prefetch(p[i + 2].bytes + 64);
+      meta[i] = Meta{};
+      admit(p[i], meta[i]);
+    }
+    // Stages 2-17: the registers, packet by packet in arrival order.
+    for (unsigned i = 0; i < m; ++i)
+      if (meta[i].slot) registers(meta[i]);
+    // agq_forward_t and the header of what leaves.
+    for (unsigned i = 0; i < m; ++i)
+      if (meta[i].frame) forward(p[i], meta[i]);
+  }
+}
+
+// ---- stage 0: parser, header sanity, job_t, worker_t (Ingress::validate);
+// stages 1-2: slot and row indices. Nothing of any job is touched here.
+void AgqFastProgram::admit(tna::BurstPacket& p, Meta& m) {
+  AgqFrame f;
+  if (!locate_agq(p.bytes, p.len, f)) {
+    Headers hdr;  // parser errors and ordinary traffic: the parser and Forwarding
+    const auto d = ordinary_traffic(forwarding(), std::span<uint8_t>(p.bytes, p.len), p.md, hdr, c_);
+    p.decision = d ? *d : tna::Decision::drop(uint16_t(DropReason::ParserError));  // (locate_agq == parse)
+    return;
+  }
+  ++c_.agq_packets;
+  m.frame = p.bytes;
+  m.worker = &kWorkerMiss;
+  m.ip = p.bytes + f.l3;
+  uint8_t* h = m.h = p.bytes + f.agq;
+  m.flags = h[kFlags];
+  const uint8_t type = h[kVerType] & 0x0F, n_lanes = h[kNLanes];
+  auto reject = [&m](AgqDrop why) {
+    m.drop = why;
+    m.verdict = Verdict::Drop;
+  };
+  if ((h[kVerType] >> 4) != proto::kAgqVersion || (n_lanes != proto::kAgqLanes && n_lanes != proto::kAgqLanesT1) ||
+      (type != kTypeData && type != kTypePsResult))
+    return reject(AgqDrop::Malformed);
+  m.job = job_of(load_be16(h + kJobId));
+  if (!m.job) return reject(AgqDrop::UnknownJob);
+  const JobAction& job = m.job->job;
+  if (n_lanes != job.lanes) return reject(AgqDrop::Malformed);
+  const uint8_t wid = h[kWorkerId];
+  if (wid < kMaxWorkers) m.worker = &m.job->worker[wid];
+  const uint32_t src = load_be32(m.ip + kIpSrc);
+  if (type == kTypeData) {
+    if (!m.worker->hit || m.worker->port != p.md.ingress_port || m.worker->ipv4 != src ||
+        h[kNumWorkers] != job.num_workers)
+      return reject(AgqDrop::BadWorker);
+  } else {
+    const bool unicast = (m.flags & proto::kAgqFlagRetransmit) != 0;
+    if (p.md.ingress_port != job.ps_port || src != job.ps_ipv4 || (unicast && !m.worker->hit))
+      return reject(AgqDrop::BadWorker);
+  }
+  const uint16_t slot = load_be16(h + kSlot);
+  if (slot >= job.slots) return reject(AgqDrop::BadSlot);
+  if (type == kTypePsResult) {  // stateless: straight to agq_forward_t
+    ++c_.ingress.ps_results;
+    m.verdict = (m.flags & proto::kAgqFlagRetransmit) ? Verdict::PsResultUnicast : Verdict::PsResult;
+    return;
+  }
+  const uint8_t req = h[kReqWidth];
+  if (req % 4 != 0 || req < 4 || req > 32) return reject(AgqDrop::BadWidth);
+  // slot_row_t: the job's constant shift.
+  m.v = m.flags & proto::kAgqFlagVersion;
+  m.req_units = std::min<uint8_t>(uint8_t(req >> 2), job.max_units);
+  const uint32_t row = job.row_base + (uint32_t(slot) >> job.row_shift);
+  m.slot = &slots_[job.slot_base + slot];
+  m.occ = &row_occupancy_[row];
+  m.cells = lanes_[row].half[m.v];
+  __builtin_prefetch(m.slot, 1);
+  __builtin_prefetch(m.cells, 1);
+  if (job.lanes > 16) __builtin_prefetch(m.cells + 16, 1);
+}
+
+// ---- stages 2-17 for one DATA packet: Ingress::apply, first_pass1 and
+// first_pass2 of the model, on the slot record and the row.
+void AgqFastProgram::registers(Meta& m) {
+  const JobAction& job = m.job->job;
+  SlotRecord& s = *m.slot;
+  const bool ovf = (m.flags & proto::kAgqFlagOverflow) != 0;
+  const uint32_t bit = m.worker->worker_bit;
+  // stage 2: slot_bitmap; stage 3: seen
+  m.seen = (salu::slot_bitmap_add(s.slot_bitmap, m.v, bit) & bit) != 0;
+  // stage 4: slot_count
+  const uint8_t count = m.seen ? salu::slot_count_read(s.slot_count, m.v)
+                               : salu::slot_count_inc(s.slot_count, m.v, job.num_workers);
+  const bool first = !m.seen && count == 1;
+  m.complete = count == job.num_workers;
+  if (!m.seen) {
+    ++c_.ingress.contributions;
+    if (ovf) ++c_.ingress.overflow;
+  }
+
+  if (first) {
+    // Pass 1: release the slot's previous window of this version, choose the new one.
+    ++c_.ingress.first;
+    // stage 5: row_occupancy (read); stage 6: slot_window (old window, PENDING)
+    const uint8_t occ = salu::row_occupancy_read(*m.occ, m.v);
+    const uint16_t old = salu::slot_window_merge(s.slot_window, m.v, kWinPending);
+    const unsigned old_w = (old & kWinFallback) ? 0 : window_units(old);
+    // stage 7: window_t; stage 8: free = occ & ~old; stage 9: alloc_t; stage 10: grant_alloc_t
+    const WindowAction& oldw = t_.window_t[window_key(window_pos(old), old_w)];
+    const uint8_t free_occ = uint8_t(occ & ~oldw.occ_mask);
+    const AllocAction& al = t_.alloc_t[alloc_key(free_occ, m.req_units)];
+    const bool ok = t_.grant_alloc_t[grant_key(al.w, job.guard)].ok;
+    const uint8_t occ_new = ok ? uint8_t(free_occ | al.occ_mask) : free_occ;
+    const uint16_t window = ok ? pack_window(al.pos, al.w, false, ovf) : pack_window(0, 0, true, ovf);
+    // stages 10-17: lane_clear of the released window (a free unit is zero)
+    if (oldw.cell_mask != 0) kernels_->lane_clear(m.cells, ~oldw.cell_mask, job.lanes);
+    // Resubmit. Pass 2 follows at once, as in the model: nothing ran in
+    // between, so the compare-and-set finds the occupancy pass 1 read.
+    ++c_.resubmits;
+    // stage 5: row_occupancy_cas; stage 6: slot_window_write (clears PENDING)
+    salu::row_occupancy_cas(*m.occ, m.v, occ, occ_new);
+    m.window = salu::slot_window_write(s.slot_window, m.v, window);
+    if (m.window & kWinFallback) {
+      ++c_.ingress.fallback;
+      ++c_.ingress.fallback_data;
+      m.verdict = Verdict::FallbackData;
+      return;
+    }
+    m.pos = uint8_t(window_pos(m.window));
+    m.w = uint8_t(window_units(m.window));
+    lanes(m, /*add=*/true, /*extract=*/m.complete);
+    m.verdict = m.complete ? Verdict::Result : Verdict::Absorb;
+    return;
+  }
+
+  // stage 6: slot_window (a new contribution merges its OVERFLOW)
+  m.window = salu::slot_window_merge(s.slot_window, m.v, !m.seen && ovf ? kWinOverflow : 0);
+  if (m.window & kWinFallback) {
+    ++c_.ingress.fallback_data;
+    m.verdict = Verdict::FallbackData;
+    return;
+  }
+  m.pos = uint8_t(window_pos(m.window));
+  m.w = uint8_t(window_units(m.window));
+  if (!m.seen) {
+    lanes(m, /*add=*/true, /*extract=*/m.complete);
+    m.verdict = m.complete ? Verdict::Result : Verdict::Absorb;
+  } else if (m.complete) {
+    lanes(m, /*add=*/false, /*extract=*/true);  // read the kept result
+    m.verdict = Verdict::Resend;
+  } else {
+    m.verdict = Verdict::Duplicate;
+  }
+}
+
+// ---- stages 7-17, E0-E1: grant_t, trunc_t, value mask, align_t, lane_add,
+// extract_t, result mask -- all lanes in one kernel call.
+void AgqFastProgram::lanes(Meta& m, bool add, bool extract) {
+  const JobAction& job = m.job->job;
+  const GrantAction& grant = t_.grant_t[grant_key(m.w, job.guard)];
+  const unsigned end = (m.pos + m.w) & 15;
+  LaneOp op;
+  op.trunc = t_.trunc_t[trunc_key(m.h[kReqWidth] >> 2, m.w)];
+  op.value_mask = add ? grant.value_mask : 0;
+  op.align = t_.align_t[end];
+  op.extract = t_.extract_t[end];
+  op.result_mask = grant.result_mask;
+  op.extract_on = extract;
+  kernels_->lane_add(m.cells, m.h + kLane0, job.lanes, op);
+}
+
+// ---- agq_forward_t (verdict, delivery): where the packet goes, and the
+// header of what leaves, written in place.
+void AgqFastProgram::forward(tna::BurstPacket& p, Meta& m) {
+  static const JobEntry kNoJob{};
+  const JobAction& job = (m.job ? m.job : &kNoJob)->job;
+  const ForwardAction& fa = t_.agq_forward_t[forward_key(m.verdict, job.delivery)];
+  IngressCounters& c = c_.ingress;
+  switch (m.verdict) {
+    case Verdict::Absorb: ++c.absorbed; m.drop = AgqDrop::Absorbed; break;
+    case Verdict::Duplicate: ++c.duplicate; m.drop = AgqDrop::Duplicate; break;
+    case Verdict::Result: ++c.results; break;
+    case Verdict::Resend: ++c.result_resent; break;
+    default: break;
+  }
+  tna::PortId port = tna::kNoPort;
+  switch (fa.kind) {
+    case ForwardAction::Kind::Drop: break;
+    case ForwardAction::Kind::MulticastJob: p.decision = tna::Decision::multicast(job.mcast_grp); break;
+    case ForwardAction::Kind::UnicastPs: port = job.ps_port; break;
+    case ForwardAction::Kind::SendBack: port = p.md.ingress_port; break;
+    case ForwardAction::Kind::UnicastWorker: port = m.worker->port; break;
+  }
+  if (fa.kind != ForwardAction::Kind::MulticastJob) {
+    if (port == tna::kNoPort) {  // drop_ctl, or nowhere to go: the frame stays as it came
+      p.decision = tna::Decision::drop(uint16_t(m.drop));
+      c_.count_drop(m.drop);
+      return;
+    }
+    p.decision = tna::Decision::unicast(port);
+  }
+
+  uint8_t* h = m.h;
+  uint8_t flags = m.flags;
+  if (m.verdict == Verdict::Result || m.verdict == Verdict::Resend) {
+    h[kWidth] = uint8_t(m.w * kUnitBits);
+    h[kPos] = m.pos;
+    h[kGuard] = job.guard;
+    flags = uint8_t(m.v | ((m.window & kWinOverflow) ? proto::kAgqFlagOverflow : 0));
+  } else if (m.verdict == Verdict::FallbackData) {
+    h[kWidth] = 0;
+    h[kPos] = 0;
+    h[kGuard] = job.guard;
+  } else if (m.verdict == Verdict::PsResult) {
+    flags &= uint8_t(~proto::kAgqFlagRetransmit);
+  }
+  h[kVerType] = uint8_t(proto::kAgqVersion << 4 | uint8_t(fa.type));
+  h[kFlags] = uint8_t(flags | fa.set_flags);
+  proto::store_be16(h + kEpoch, epoch_);  // every frame the switch makes carries its boot epoch
+  proto::store_be16(m.ip + kIpToUdp + 6, 0);  // UDP checksum: payload rewritten
+  switch (fa.kind) {
+    case ForwardAction::Kind::UnicastPs:
+      set_dst_mac(m.frame, job.ps_mac);
+      ipv4_replace32(m.ip, kIpDst, job.ps_ipv4);
+      break;
+    case ForwardAction::Kind::SendBack: swap_addresses(m.frame, m.ip); break;
+    case ForwardAction::Kind::UnicastWorker:
+      set_dst_mac(m.frame, m.worker->mac);
+      ipv4_replace32(m.ip, kIpDst, m.worker->ipv4);
+      break;
+    default: break;  // multicast: egress rewrites each replica
+  }
+}
+
+// ---- egress_worker_t (job_id, rid): a replica's destination and worker_id.
+void AgqFastProgram::egress(std::span<uint8_t> bytes, tna::PortId /*egress_port*/, uint16_t rid) {
+  AgqFrame f;
+  if (!locate_agq(bytes.data(), bytes.size(), f)) return;  // floods and other traffic pass unchanged
+  uint8_t* h = bytes.data() + f.agq;
+  if ((h[kVerType] & 0x0F) != uint8_t(AgqType::Result) || rid >= kMaxWorkers) return;
+  const JobEntry* j = job_of(load_be16(h + kJobId));
+  if (!j || !j->worker[rid].hit) return;
+  const WorkerAction& w = j->worker[rid];
+  set_dst_mac(bytes.data(), w.mac);
+  ipv4_replace32(bytes.data() + f.l3, kIpDst, w.ipv4);
+  h[kWorkerId] = uint8_t(rid);
+}
+
+// docs/PROTOCOL.md §10: (job_id + (slot >> row_shift)) & 0xFFF for a DATA of
+// a known job with its lane profile; anything else has no shard state.
+uint32_t AgqFastProgram::shard_of(std::span<const uint8_t> bytes) const {
+  AgqFrame f;
+  if (!locate_agq(bytes.data(), bytes.size(), f)) return tna::kAnyShard;
+  const uint8_t* h = bytes.data() + f.agq;
+  if (h[kVerType] != (proto::kAgqVersion << 4 | kTypeData)) return tna::kAnyShard;
+  const uint16_t job_id = load_be16(h + kJobId);
+  const JobEntry* j = job_of(job_id);
+  if (!j || h[kNLanes] != j->job.lanes) return tna::kAnyShard;
+  return (uint32_t(job_id) + (uint32_t(load_be16(h + kSlot)) >> j->job.row_shift)) & 0xFFFu;
+}
+
+void AgqFastProgram::visit_counters(const tna::CounterVisitor& visit) const {
+  visit_program_counters(c_, forwarding(), visit);
+}
+
+void AgqFastProgram::clear_counters() {
+  c_ = ProgramCounters{};
+  forwarding().clear_counters();
+}
+
+void AgqFastProgram::clear_state() {
+  std::fill(slots_.begin(), slots_.end(), SlotRecord{});
+  std::fill(row_occupancy_.begin(), row_occupancy_.end(), Pair<uint8_t>{});
+  std::fill(lanes_.begin(), lanes_.end(), RowLanes{});
+}
+
+// ---- control plane (between bursts, on the lcore that owns the instance).
+std::optional<std::string> AgqFastProgram::add_job(const JobSpec& job) {
+  auto planned = book_.plan(job);
+  if (auto* err = std::get_if<std::string>(&planned)) return *err;
+  const JobPlacement p = std::get<JobPlacement>(planned);
+  if (jobs_.size() <= p.job_index) jobs_.resize(p.job_index + 1u);
+  JobEntry& e = jobs_[p.job_index];
+  e = JobEntry{};
+  e.job = job_action(job, p);
+  std::vector<tna::Replica> replicas;
+  for (const WorkerSpec& w : job.workers) {
+    e.worker[w.worker_id] = worker_action(w);
+    replicas.push_back({w.port, w.worker_id});
+  }
+  job_slot_[job.job_id] = uint16_t(p.job_index + 1);
+  pre().set_group(p.mcast_grp, std::move(replicas));
+  book_.commit(job, p);
+  return std::nullopt;
+}
+
+bool AgqFastProgram::remove_job(uint16_t job_id) {
+  const auto rec = book_.erase(job_id);
+  if (!rec) return false;
+  job_slot_[job_id] = 0;
+  jobs_[rec->place.job_index] = JobEntry{};
+  pre().remove_group(rec->place.mcast_grp);
+  std::fill_n(slots_.begin() + rec->place.slot_base, rec->place.slots, SlotRecord{});
+  std::fill_n(row_occupancy_.begin() + rec->place.row_base, rec->place.rows, Pair<uint8_t>{});
+  std::fill_n(lanes_.begin() + rec->place.row_base, rec->place.rows, RowLanes{});
+  return true;
+}
+
+std::vector<JobSpec> AgqFastProgram::jobs() const {
+  std::vector<JobSpec> out;
+  for (const auto& [id, rec] : book_.records()) out.push_back(rec.spec);
+  return out;
+}
+
+std::optional<JobPlacement> AgqFastProgram::placement(uint16_t job_id) const {
+  const JobRecord* rec = book_.find(job_id);
+  if (!rec) return std::nullopt;
+  return rec->place;
+}
+
+}  // namespace agq::pipeline::agq::fast

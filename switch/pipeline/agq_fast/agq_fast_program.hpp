@@ -1,0 +1,137 @@
+// The agq pipeline as the switch runs it: the same P4 program as the TNA
+// model (pipeline/agq/, the reference), stage for stage and register action
+// for register action, at the cost of a hand-written DPDK path:
+//   - headers read and written in place at fixed offsets (wire.hpp); lanes
+//     byte-swapped only where they are added and written back;
+//   - job_t an array indexed by job id, worker_t by [job][worker_id];
+//   - one 16-byte record per slot (slot_bitmap, slot_count, slot_window
+//     pairs), one record per row whose lane cells are contiguous per half,
+//     so the lane_adds of a pass are 2-4 SIMD operations (lanes_simd.hpp);
+//   - the constant tables as small arrays (fast_tables.hpp), shifts by
+//     their constant amounts;
+//   - a burst runs stage by stage (VPP-style): admission (parser, job_t,
+//     worker_t, slot_row_t) for every packet with prefetches of its slot
+//     record and row, then the register stages packet by packet in arrival
+//     order -- both passes of a first contribution back to back, as the
+//     model's process() does -- then agq_forward_t and the header writes.
+//     So every register sees the burst's packets in arrival order, and two
+//     packets of one burst on the same slot or row give the sequential
+//     result (tests/unit/agq_fast_diff_test.cpp proves equality with the
+//     model, frame by frame and cell by cell);
+//   - incremental IPv4 checksums (RFC 1624), also per replica in egress().
+// No locks, no allocation on the packet path; one instance per lcore.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "pipeline/agq/agq_program.hpp"
+#include "pipeline/agq/job_book.hpp"
+#include "pipeline/agq/program_counters.hpp"
+#include "pipeline/agq/tables.hpp"
+#include "pipeline/agq_fast/fast_tables.hpp"
+#include "pipeline/agq_fast/lanes_simd.hpp"
+
+namespace agq::pipeline::agq::fast {
+
+// slot_bitmap, slot_count and slot_window of one slot: one cache access.
+struct SlotRecord {
+  Pair<uint32_t> slot_bitmap;
+  Pair<uint16_t> slot_window;
+  Pair<uint8_t> slot_count;
+};
+static_assert(sizeof(SlotRecord) <= 16);
+
+// lane00..lane31 of one row, half v contiguous (a 32-lane pass touches two
+// cache lines, a 16-lane pass one).
+struct alignas(64) RowLanes {
+  uint32_t half[2][proto::kAgqLanes];
+};
+
+// job_t's action data and the job's worker_t / egress_worker_t entries.
+struct JobEntry {
+  JobAction job;
+  std::array<WorkerAction, kMaxWorkers> worker;
+};
+
+class AgqFastProgram final : public AgqSwitchProgram {
+ public:
+  AgqFastProgram(AgqConfig cfg, ForwardingConfig fwd_cfg, tna::ReplicationEngine& pre);
+  ~AgqFastProgram() override;
+
+  std::string_view name() const override { return "agq"; }
+  tna::Decision process(std::span<uint8_t> bytes, const tna::IngressIntrinsicMd& md) override;
+  void process_burst(tna::BurstPacket* pkts, unsigned n) override;
+  uint32_t shard_of(std::span<const uint8_t> bytes) const override;
+  bool has_egress() const override { return true; }
+  void egress(std::span<uint8_t> bytes, tna::PortId egress_port, uint16_t rid) override;
+
+  void visit_counters(const tna::CounterVisitor& visit) const override;
+  void clear_counters() override;
+  void clear_state() override;
+  void set_epoch(uint16_t epoch) override { epoch_ = epoch; }
+
+  std::optional<std::string> add_job(const JobSpec& job) override;
+  bool remove_job(uint16_t job_id) override;
+  std::vector<JobSpec> jobs() const override;
+  std::optional<JobPlacement> placement(uint16_t job_id) const override;
+  const AgqConfig& config() const override { return book_.config(); }
+  const RegisterCells& cells() const override { return view_; }
+
+  // The lane kernels in use (default: the best the CPU has). False, and no
+  // change, when the CPU lacks `s`.
+  bool set_simd(Simd s);
+  Simd simd() const { return kernels_->simd; }
+
+  static constexpr unsigned kChunk = 64;  // packets per stage-by-stage round
+
+ protected:
+  const JobBook& book() const override { return book_; }
+
+ private:
+  struct Meta;
+  class View final : public RegisterCells {
+   public:
+    explicit View(const AgqFastProgram& p) : p_(p) {}
+    Pair<uint32_t> slot_bitmap(uint32_t i) const override { return p_.slots_.at(i).slot_bitmap; }
+    Pair<uint8_t> slot_count(uint32_t i) const override { return p_.slots_.at(i).slot_count; }
+    Pair<uint16_t> slot_window(uint32_t i) const override { return p_.slots_.at(i).slot_window; }
+    Pair<uint8_t> row_occupancy(uint32_t row) const override { return p_.row_occupancy_.at(row); }
+    Pair<uint32_t> lane(uint32_t row, unsigned k) const override {
+      const RowLanes& r = p_.lanes_.at(row);
+      return {r.half[0][k], r.half[1][k]};
+    }
+
+   private:
+    const AgqFastProgram& p_;
+  };
+
+  const JobEntry* job_of(uint16_t job_id) const {
+    const uint16_t i = job_slot_[job_id];
+    return i ? &jobs_[i - 1] : nullptr;
+  }
+  void admit(tna::BurstPacket& p, Meta& m);
+  void registers(Meta& m);
+  void lanes(Meta& m, bool add, bool extract);
+  void forward(tna::BurstPacket& p, Meta& m);
+
+  JobBook book_;
+  const FastTables& t_;
+  const LaneKernels* kernels_;
+  uint16_t epoch_ = 0;
+  // job_t: job id -> 1 + index into jobs_ (0: job_miss).
+  std::vector<uint16_t> job_slot_;
+  std::vector<JobEntry> jobs_;  // by job index (the PRE group's offset)
+  // The registers.
+  std::vector<SlotRecord> slots_;
+  std::vector<Pair<uint8_t>> row_occupancy_;
+  std::vector<RowLanes> lanes_;
+  View view_{*this};
+  ProgramCounters c_;
+};
+
+}  // namespace agq::pipeline::agq::fast

@@ -1,0 +1,85 @@
+// The agq frame at fixed offsets: where the parser would find the IPv4, UDP
+// and agq headers, decided from a few bytes without decoding anything, and
+// in-place writes with incremental IPv4 checksum updates (RFC 1624).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "proto/agq.hpp"
+#include "proto/bytes.hpp"
+#include "proto/headers.hpp"
+
+namespace agq::pipeline::agq::fast {
+
+// Byte offsets inside the agq header (docs/PROTOCOL.md §1).
+inline constexpr unsigned kVerType = 0, kFlags = 1, kJobId = 2, kWorkerId = 4, kNumWorkers = 5, kSlot = 6,
+                          kReqWidth = 12, kWidth = 13, kPos = 14, kGuard = 15, kNLanes = 17, kEpoch = 18,
+                          kLane0 = 20;
+// ... inside the IPv4 header (IHL 5) and relative to it.
+inline constexpr unsigned kIpChecksum = 10, kIpSrc = 12, kIpDst = 16, kIpToUdp = proto::Ipv4::kLen,
+                          kIpToAgq = proto::Ipv4::kLen + proto::Udp::kLen;
+
+// Offsets of an agq frame's IPv4 and agq headers.
+struct AgqFrame {
+  uint16_t l3 = 0;
+  uint16_t agq = 0;
+};
+
+// True exactly when pipeline::parse() would accept the frame without error
+// and mark its agq header valid (Ethernet, at most one 802.1Q tag, IPv4
+// version 4 IHL 5 not a fragment, UDP to port 50100, the whole header of its
+// lane profile present). Everything else -- parser errors, ordinary traffic
+// -- takes the parser and the Forwarding control, as in the model.
+inline bool locate_agq(const uint8_t* p, std::size_t n, AgqFrame& f) {
+  if (n < 14) return false;
+  std::size_t off = 14;
+  uint16_t et = proto::load_be16(p + 12);
+  if (et == proto::kEtherTypeVlan) {
+    if (n < 18) return false;
+    et = proto::load_be16(p + 16);
+    off = 18;
+  }
+  if (et != proto::kEtherTypeIpv4 || n < off + kIpToAgq) return false;
+  const uint8_t* ip = p + off;
+  // 0x45: version 4, IHL 5; flags MF clear and fragment offset 0; UDP.
+  if (ip[0] != 0x45 || (proto::load_be16(ip + 6) & 0x3FFF) != 0 || ip[9] != proto::kIpProtoUdp) return false;
+  if (proto::load_be16(ip + kIpToUdp + 2) != proto::kAgqPort) return false;
+  const std::size_t agq = off + kIpToAgq;
+  if (n < agq + proto::kAgqFixedLen || n < agq + std::size_t(proto::header_len(p[agq + kNLanes]))) return false;
+  f.l3 = uint16_t(off);
+  f.agq = uint16_t(agq);
+  return true;
+}
+
+// RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m') over the 16-bit words that change.
+// Equal to recomputing the checksum whenever the old one was right (a frame
+// that arrives with a wrong checksum leaves with a wrong one, as from a router).
+inline void ipv4_replace32(uint8_t* ip, unsigned at, uint32_t new_value) {
+  const uint32_t old = proto::load_be32(ip + at);
+  uint32_t sum = uint16_t(~proto::load_be16(ip + kIpChecksum));
+  sum += uint16_t(~(old >> 16)) + uint16_t(~old) + (new_value >> 16) + (new_value & 0xFFFF);
+  sum = (sum & 0xFFFF) + (sum >> 16);
+  sum = (sum & 0xFFFF) + (sum >> 16);
+  proto::store_be16(ip + kIpChecksum, uint16_t(~sum));
+  proto::store_be32(ip + at, new_value);
+}
+
+inline void set_dst_mac(uint8_t* frame, const proto::Mac& mac) { std::memcpy(frame, mac.data(), 6); }
+
+// Source and destination swapped (MACs and IPv4): the one's-complement sum
+// of the IPv4 header does not change, so neither does its checksum.
+inline void swap_addresses(uint8_t* frame, uint8_t* ip) {
+  uint8_t t[6];
+  std::memcpy(t, frame, 6);
+  std::memcpy(frame, frame + 6, 6);
+  std::memcpy(frame + 6, t, 6);
+  uint32_t a, b;
+  std::memcpy(&a, ip + kIpSrc, 4);
+  std::memcpy(&b, ip + kIpDst, 4);
+  std::memcpy(ip + kIpSrc, &b, 4);
+  std::memcpy(ip + kIpDst, &a, 4);
+}
+
+}  // namespace agq::pipeline::agq::fast
