@@ -204,7 +204,9 @@ class AgqHarness {
     std::vector<std::pair<std::string, uint64_t>> all;
     for (uint32_t r = 0; r < prog.aggregator_count(); ++r) {
       for (auto& c : prog.dump_aggregator(r)) all.push_back(c);
-      if (check_model) EXPECT_EQ(prog.dump_aggregator(r), model.dump_aggregator(r)) << "row " << r;
+      if (check_model) {
+        EXPECT_EQ(prog.dump_aggregator(r), model.dump_aggregator(r)) << "row " << r;
+      }
     }
     return all;
   }
