@@ -769,6 +769,9 @@ unsigned AllreduceEngine::tick(uint64_t now_ns) {
                    "redone; reset the job (agqctl job reset ID) and run it again";
           else if (m.link_down)
             why += ". The link to the switch is down (switch gone?)";
+          else if (stats_.link_downs)
+            why += ". The link to the switch went down and came back during the job (the switch restarted?): "
+                   "sequences some workers had completed before cannot be redone; reset the job and run it again";
           else
             why += ". A worker of the job is not contributing (dead or not started?), or the switch/PS does "
                    "not answer; reset the job (agqctl job reset ID) before running it again";
