@@ -1,18 +1,22 @@
 /* agq-switch's agq pipeline (docs/PROTOCOL.md, docs/PIPELINE.md) for the
- * Tofino 2 native architecture (t2na): 32 lanes in one pass, plus one
- * resubmitted pass for the first contribution of a sequence.
- * Stage and resource budget, Tofino 1 notes and the compile command:
- * p4src/README.md. Register, table and action names are the C++ pipeline's
- * (switch/pipeline/agq/). Constant tables: p4src/agq/generated/, written by
- * p4src/gen/gen_agq_tables (never edit them by hand).
+ * Tofino native architectures: Tofino 2 (t2na) with 32 lanes per pass and
+ * Tofino 1 (tna) with the 16-lane profile (PROTOCOL.md §10), plus one
+ * resubmitted pass for the first contribution of a sequence. Both targets
+ * compile from this one text (AGQ_LANES follows __TARGET_TOFINO__).
+ * Stage map and compiled resources: docs/PIPELINE.md. Register, table and
+ * action names are the C++ pipeline's (switch/pipeline/agq/). Constant
+ * tables: p4src/agq/generated/, written by p4src/gen/gen_agq_tables (never
+ * edit them by hand).
  *
- *   bf-p4c --target tofino2 --arch t2na -I p4src/agq -o build/agq p4src/agq/agq.p4
+ *   bf-p4c --target tofino2 --arch t2na -I p4src/agq -o build/p4/agq-t2 p4src/agq/agq.p4
+ *   bf-p4c --target tofino  --arch tna  -I p4src/agq -o build/p4/agq-t1 p4src/agq/agq.p4
  */
 #include <core.p4>
 #if __TARGET_TOFINO__ == 1
-#error "agq.p4 needs 20 stages (Tofino 2); see p4src/README.md, section Tofino 1"
-#endif
+#include <tna.p4>
+#else
 #include <t2na.p4>
+#endif
 
 #include "headers.p4"
 #include "parser.p4"
@@ -26,6 +30,15 @@
 #include "egress_rewrite.p4"
 #include "deparser.p4"
 
+/* PHV: the agq header bytes the ingress rewrites from different sources
+ * (constants, metadata, the byte itself) each get an 8-bit container; a
+ * shared 16/32-bit container would need more sources than one VLIW
+ * instruction has. */
+@pa_container_size("ingress", "hdr.agq.flags", 8)
+@pa_container_size("ingress", "hdr.agq.width", 8)
+@pa_container_size("ingress", "hdr.agq.pos", 8)
+@pa_container_size("ingress", "hdr.agq.guard", 8)
+@pa_container_size("egress", "hdr.agq.worker_id", 8)
 control AgqIngress(inout ingress_headers_t hdr,
                    inout ingress_metadata_t md,
                    in ingress_intrinsic_metadata_t ig_intr_md,
@@ -61,50 +74,58 @@ control AgqIngress(inout ingress_headers_t hdr,
             /* Which pass (C++ AgqProgram::process): original, resubmitted
              * (pass 2), or a Tofino-only recirculated retry. */
             md.in_port = ig_intr_md.ingress_port;
+            hdr.bridge.setValid();                 /* to the egress (not on a recirculation) */
+            hdr.bridge.rewrite = 0;
+            hdr.bridge.extract = 0;
+            hdr.bridge.win = 0;
             if (hdr.recirc.isValid()) {
-                md.in_port = hdr.recirc.in_port;
-                md.realloc = hdr.recirc.realloc;
-                md.reread = hdr.recirc.reread;
-                md.seen = hdr.recirc.seen;
-                md.complete = hdr.recirc.complete;
+                md.in_port = (PortId_t)hdr.recirc.in_port;
+                md.realloc = hdr.recirc.realloc[0:0];
+                md.reread = hdr.recirc.reread[0:0];
+                md.seen = hdr.recirc.seen[0:0];
+                md.complete = hdr.recirc.complete[0:0];
+                if (hdr.recirc.realloc == 1) {
+                    md.count_new = 1;            /* counted; first again (slot_window: PENDING) */
+                } else if (hdr.recirc.seen == 0 && (hdr.agq.flags & AGQ_FLAG_OVERFLOW) != 0) {
+                    md.win_operand = WIN_OVERFLOW;   /* reread: merge the OVERFLOW again */
+                }
                 hdr.recirc.setInvalid();
             } else if (ig_intr_md.resubmit_flag == 0) {
                 agq_packets.count(0);
             }
-            job_lookup.apply(hdr, md);                          /* stages 0-2 */
-            job_check.apply(hdr, md);                           /* stage 1 */
-            if (md.data_ok == 1) {
-                if (ig_intr_md.resubmit_flag == 1) {
-                    md.first = 1;                               /* first_pass2 */
-                    md.complete = md.resub.complete;
-                } else if (md.realloc == 1) {
-                    md.first = 1;                               /* counted; pass 1 again */
-                } else if (md.reread == 0) {
+            job_lookup.apply(hdr, md, ig_intr_md);              /* stages 0-2 */
+            job_check.apply(hdr, md);                           /* stages 1-2 */
+            /* An admitted DATA (JobCheck's conditions, written on stage-1
+             * results so that slot_bitmap can run in stage 2). */
+            if (md.adm == ADM_OK && md.bad_wk == 0 && md.bad_wk_ip == 0 && md.slot_room != 0 &&
+                hdr.agq.type == AGQ_TYPE_DATA) {
+                if (ig_intr_md.resubmit_flag == 0 && md.realloc == 0 && md.reread == 0) {
                     bitmap_check.apply(md);                     /* stages 2-3 */
                     slot_counter.apply(hdr, md);                /* stage 4 */
                 }
-                /* slot_window_merge operand (one call site, as the C++):
-                 * pass 1 PENDING, else OVERFLOW for a new clipped contribution. */
-                if (md.first == 1) {
-                    md.win_operand = WIN_PENDING;
-                } else if (md.seen == 0 && (hdr.agq.flags & AGQ_FLAG_OVERFLOW) != 0) {
-                    md.win_operand = WIN_OVERFLOW;
+                row_occupancy_ctl.apply(md, ig_intr_md);        /* stages 3-4 */
+                /* stage 5: first / complete (pass 2: from the resubmit header) */
+                if (ig_intr_md.resubmit_flag == 1) {
+                    md.first = 1;
+                    md.complete = md.resub.complete[0:0];
+                } else {
+                    if (md.count_new == 1) { md.first = 1; }
+                    if (md.count_new == (bit<16>)md.job_n || md.count_old == md.job_n) { md.complete = 1; }
                 }
-                if (ig_intr_md.resubmit_flag == 1 || md.first == 1) {
-                    row_occupancy_ctl.apply(md, ig_intr_md);    /* stage 5 */
-                }
-                slot_window_ctl.apply(md, ig_intr_md);          /* stage 6 */
-                if (ig_intr_md.resubmit_flag == 0 && md.first == 1) {
-                    window_alloc.apply(hdr, md);                /* stages 7-11 */
+                slot_window_ctl.apply(md, ig_intr_md);          /* stage 5 */
+                result_select.apply(md, ig_intr_md);            /* stage 6 */
+                if (ig_intr_md.resubmit_flag == 0 && md.count_new == 1) {
+                    window_alloc.apply(hdr, md);                /* stages 6-10 (pass 1) */
                     if (md.old_hit == 1 && md.realloc == 0) {
                         md.lane_run = 1;                        /* zero the released window */
                         md.lane_clear = 1;
                     }
+                } else if ((md.win & (WIN_PENDING | WIN_FALLBACK)) == 0 &&
+                           (ig_intr_md.resubmit_flag == 0 || md.cas_ok == 1)) {
+                    lane_prep.apply(hdr, md);                   /* stages 6-7 */
                 }
-                result_select.apply(md, ig_intr_md);            /* stage 7 */
                 if (md.lane_run == 1) {
-                    lane_prep.apply(hdr, md);                   /* stages 7-9 */
-                    lanes.apply(hdr, md);                       /* stages 10-17 */
+                    lanes.apply(hdr, md);                       /* stages 8-15 */
                 }
             }
             agq_forward.apply(hdr, md, ig_intr_md, ig_dprsr_md, ig_tm_md);

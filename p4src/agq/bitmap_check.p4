@@ -6,7 +6,8 @@
  * seen = old & worker_bit is a VLIW AND one stage later: a SALU condition
  * compares, it cannot AND with a PHV operand.
  *
- * Stage 2: slot_bitmap (1 SALU, 2 register actions). Stage 3: seen. */
+ * Stage 2: slot_bitmap (1 SALU, 2 register actions). Stage 3: old &= worker_bit;
+ * seen is a gateway on it (!= 0) in stage 4 (SlotCounter). */
 
 control BitmapCheck(inout ingress_metadata_t md) {
 
@@ -34,7 +35,6 @@ control BitmapCheck(inout ingress_metadata_t md) {
         } else {
             md.bitmap_old = slot_bitmap_add_v1.execute(md.slot_idx);
         }
-        md.seen_bits = md.bitmap_old & md.w_bit;
-        if (md.seen_bits != 0) { md.seen = 1; } else { md.seen = 0; }
+        md.bitmap_old = md.bitmap_old & md.w_bit;          /* in place: one 32-bit container */
     }
 }

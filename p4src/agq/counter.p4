@@ -2,11 +2,14 @@
  * version 1), indexed by slot_idx — C++ slot_count_inc() / slot_count_read().
  * A new contribution counts count_v = (count_v == N ? 1 : count_v + 1), so
  * the first contribution of a new use wraps N -> 1 without a reset; a seen
- * packet only reads. Four register actions (the limit).
- * first = !seen && count == 1, complete = count == N; a new contribution
- * counts agq_contributions (and agq_overflow when it clipped), as the C++.
+ * packet only reads. Four register actions (the limit). The two kinds return
+ * into two fields (count_new, count_old): first = count_new == 1 needs no
+ * `seen` term, so slot_window (stage 5) can test it inside its SALU.
+ * A new contribution counts agq_contributions (and agq_overflow when it
+ * clipped), as the C++, and gets its slot_window operand here.
  *
- * Stage 4: slot_count (1 SALU). first/complete: gateways of stage 5. */
+ * Stage 4: seen (gateway on bitmap_old & worker_bit), slot_count (1 SALU), win_operand.
+ * first / complete: stage 5 (ingress apply). */
 
 control SlotCounter(inout ingress_headers_t hdr,
                     inout ingress_metadata_t md) {
@@ -36,16 +39,18 @@ control SlotCounter(inout ingress_headers_t hdr,
     Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) agq_overflow;
 
     apply {
-        if (md.seen == 0) {
-            if (md.v == 0) { md.count = slot_count_inc_v0.execute(md.slot_idx); }
-            else           { md.count = slot_count_inc_v1.execute(md.slot_idx); }
+        if (md.bitmap_old == 0) {                /* seen = old & worker_bit != 0 */
+            if (md.v == 0) { md.count_new = (bit<16>)slot_count_inc_v0.execute(md.slot_idx); }
+            else           { md.count_new = (bit<16>)slot_count_inc_v1.execute(md.slot_idx); }
             agq_contributions.count(0);
-            if ((hdr.agq.flags & AGQ_FLAG_OVERFLOW) != 0) { agq_overflow.count(0); }
+            if ((hdr.agq.flags & AGQ_FLAG_OVERFLOW) != 0) {
+                agq_overflow.count(0);
+                md.win_operand = WIN_OVERFLOW;
+            }
         } else {
-            if (md.v == 0) { md.count = slot_count_read_v0.execute(md.slot_idx); }
-            else           { md.count = slot_count_read_v1.execute(md.slot_idx); }
+            md.seen = 1;
+            if (md.v == 0) { md.count_old = slot_count_read_v0.execute(md.slot_idx); }
+            else           { md.count_old = slot_count_read_v1.execute(md.slot_idx); }
         }
-        if (md.seen == 0 && md.count == 1) { md.first = 1; }
-        if (md.count == md.job_n) { md.complete = 1; }
     }
 }

@@ -22,7 +22,7 @@ control AgqIngressDeparser(packet_out pkt,
         if (ig_dprsr_md.digest_type == SMAC_DIGEST_TYPE) {
             smac_learn.pack({hdr.ethernet.src_addr, md.learn_port});
         }
-        if (hdr.agq.isValid()) {
+        if (md.ipv4_csum == 1) {
             hdr.ipv4.hdr_checksum = ipv4_checksum.update({
                 hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv,
                 hdr.ipv4.total_len, hdr.ipv4.identification,
@@ -38,6 +38,7 @@ control AgqIngressDeparser(packet_out pkt,
         pkt.emit(hdr.ipv4);
         pkt.emit(hdr.udp);
         pkt.emit(hdr.agq);
+        pkt.emit(hdr.agq_hi);
     }
 }
 
@@ -48,7 +49,7 @@ control AgqEgressDeparser(packet_out pkt,
     Checksum() ipv4_checksum;
 
     apply {
-        if (hdr.bridge.rewrite == 1 && hdr.ipv4.isValid()) {
+        if (md.ipv4_csum == 1) {
             hdr.ipv4.hdr_checksum = ipv4_checksum.update({
                 hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.diffserv,
                 hdr.ipv4.total_len, hdr.ipv4.identification,
@@ -62,5 +63,6 @@ control AgqEgressDeparser(packet_out pkt,
         pkt.emit(hdr.ipv4);
         pkt.emit(hdr.udp);
         pkt.emit(hdr.agq);
+        pkt.emit(hdr.agq_hi);
     }
 }

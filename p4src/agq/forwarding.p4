@@ -20,6 +20,7 @@ control Forwarding(inout ingress_headers_t hdr,
                    inout ingress_intrinsic_metadata_for_tm_t ig_tm_md) {
 
     bool routed = false;
+    bool answered = false;
 
     action send(PortId_t port) {
         ig_tm_md.ucast_egress_port = port;
@@ -57,13 +58,13 @@ control Forwarding(inout ingress_headers_t hdr,
         key = { hdr.ipv4.dst_addr : exact; }
         actions = { route; @defaultonly NoAction; }
         const default_action = NoAction;
-        size = 65536;
+        size = FWD_TABLE_SIZE;
     }
     table dmac {
         key = { hdr.ethernet.dst_addr : exact; }
         actions = { send; flood; }
         const default_action = flood;
-        size = 65536;
+        size = FWD_TABLE_SIZE;
     }
     table smac {
         key = {
@@ -72,7 +73,7 @@ control Forwarding(inout ingress_headers_t hdr,
         }
         actions = { NoAction; learn; }
         const default_action = learn;
-        size = 65536;
+        size = FWD_TABLE_SIZE;
         idle_timeout = true;       /* ageing: the control plane removes idle entries */
     }
     table arp_proxy {
@@ -86,11 +87,11 @@ control Forwarding(inout ingress_headers_t hdr,
         hdr.bridge.setValid();
         hdr.bridge.rewrite = 0;
         hdr.bridge.extract = 0;
-        hdr.bridge.win_end = 0;
-        hdr.bridge.result_mask = 0;
-        if (hdr.arp.isValid() && hdr.arp.oper == 1 && arp_proxy.apply().hit) {
-            /* answered */
-        } else {
+        hdr.bridge.win = 0;
+        if (hdr.arp.isValid() && hdr.arp.oper == 1) {
+            if (arp_proxy.apply().hit) { answered = true; }
+        }
+        if (!answered) {
             smac.apply();
             if (hdr.ipv4.isValid()) { ipv4_host.apply(); }
             if (!routed) {
@@ -134,21 +135,13 @@ control AgqForward(inout ingress_headers_t hdr,
 #include "generated/agq_forward_t.p4"
 
     apply {
-        hdr.bridge.setValid();
-        hdr.bridge.rewrite = 0;
-        hdr.bridge.extract = 0;
-        hdr.bridge.win_end = 0;
-        hdr.bridge.result_mask = 0;
         if (md.resubmit == 1) {
             ig_dprsr_md.resubmit_type = AGQ_RESUBMIT_TYPE;
         } else if (md.recirculate == 1) {
             hdr.bridge.setInvalid();
             hdr.recirc.setValid();
-            hdr.recirc.occ_old = 0;
-            hdr.recirc.occ_new = 0;
-            hdr.recirc.window = 0;
-            hdr.recirc.complete = md.complete;
-            hdr.recirc.seen = md.seen;
+            hdr.recirc.complete = (bit<8>)md.complete;
+            hdr.recirc.seen = (bit<8>)md.seen;
             if (ig_intr_md.resubmit_flag == 1) {     /* CAS lost: back to pass 1 */
                 hdr.recirc.realloc = 1;
                 hdr.recirc.reread = 0;
@@ -156,21 +149,21 @@ control AgqForward(inout ingress_headers_t hdr,
                 hdr.recirc.realloc = 0;
                 hdr.recirc.reread = 1;
             }
-            hdr.recirc.in_port = md.in_port;
+            hdr.recirc.in_port = (bit<16>)md.in_port;
             ig_tm_md.ucast_egress_port = AGQ_RECIRC_PORT;
             ig_tm_md.bypass_egress = 1;
         } else {
             if (md.verdict == V_RESULT || md.verdict == V_RESEND) {
-                hdr.agq.width = (bit<8>)md.w << 2;
-                hdr.agq.pos = (bit<8>)md.pos;
+                /* width, pos and bridge.win: result_t (lanes.p4, stage 6) */
                 hdr.agq.guard = md.guard;
-                hdr.agq.flags = 7w0 ++ md.v;
+                /* flags = v | OVERFLOW: v is flags bit 0 already, so bits
+                 * 7..1 get a constant (one deposit per case) */
                 if ((md.win & WIN_OVERFLOW) != 0) {
-                    hdr.agq.flags = hdr.agq.flags | AGQ_FLAG_OVERFLOW;
+                    hdr.agq.flags[7:1] = (AGQ_FLAG_OVERFLOW >> 1)[6:0];
+                } else {
+                    hdr.agq.flags[7:1] = 0;
                 }
                 hdr.bridge.extract = 1;
-                hdr.bridge.win_end = md.win_end;
-                hdr.bridge.result_mask = md.grant_result_mask;
             } else if (md.verdict == V_FALLBACK_DATA) {
                 hdr.agq.width = 0;
                 hdr.agq.pos = 0;
@@ -178,6 +171,8 @@ control AgqForward(inout ingress_headers_t hdr,
             } else if (md.verdict == V_PS_RESULT) {
                 hdr.agq.flags = hdr.agq.flags & ~AGQ_FLAG_RETRANSMIT;
             }
+            hdr.agq.epoch = md.epoch;          /* every frame the switch makes (PROTOCOL.md §11) */
+            md.ipv4_csum = 1;
             agq_forward_t.apply();
             if (md.verdict == V_ABSORB) {
                 agq_absorbed.count(0);

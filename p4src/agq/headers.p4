@@ -20,21 +20,37 @@ const bit<8> AGQ_FLAG_RETRANSMIT = 0x02;
 const bit<8> AGQ_FLAG_OVERFLOW   = 0x04;
 const bit<8> AGQ_FLAG_FALLBACK   = 0x08;
 
-/* Register sizes: rows and slots shared by all jobs (AgqConfig defaults). */
-#ifndef AGQ_ROWS
-#define AGQ_ROWS 4096
+/* Register and table sizes: p4src/agq/agq_limits.h (shared with the
+ * switch's config loader and setup_agq.py). */
+#include "agq_limits.h"
+
+/* Lanes per pass: 32 on Tofino 2 (lane00..lane31), 16 on Tofino 1
+ * (lane00..lane15, the 16-lane profile of PROTOCOL.md §10). A Tofino 2 build
+ * also serves 16-lane jobs: their packets carry no agq_hi header. */
+#ifndef AGQ_LANES
+#if __TARGET_TOFINO__ == 1
+#define AGQ_LANES 16
+#else
+#define AGQ_LANES 32
 #endif
-#ifndef AGQ_SLOTS
-#define AGQ_SLOTS 32768
 #endif
-#ifndef AGQ_MAX_JOBS
-#define AGQ_MAX_JOBS 4096     /* AgqProgram::kMaxJobs */
+#if AGQ_LANES != 16 && AGQ_LANES != 32
+#error "AGQ_LANES must be 16 or 32 (PROTOCOL.md §10)"
 #endif
 #ifndef FLOOD_GROUP
 #define FLOOD_GROUP 0xFFFF
 #endif
 #ifndef AGQ_RECIRC_PORT
+#if __TARGET_TOFINO__ == 1
+#define AGQ_RECIRC_PORT 68         /* Tofino 1 pipe 0 recirculation port */
+#else
 #define AGQ_RECIRC_PORT 6          /* Tofino 2 pipe 0 recirculation port; check your SKU */
+#endif
+#endif
+/* Ordinary forwarding tables (forwarding.p4): sized to share the stages'
+ * SRAM with the agq registers (the software switch's defaults are 65536). */
+#ifndef FWD_TABLE_SIZE
+#define FWD_TABLE_SIZE 16384
 #endif
 
 typedef bit<16> row_idx_t;
@@ -87,7 +103,9 @@ header arp_h {
     bit<32> tpa;
 }
 
-/* PROTOCOL.md §1: 20 fixed bytes + 32 lanes = 148 bytes. */
+/* PROTOCOL.md §1: 20 fixed bytes + n_lanes lanes. agq_h holds the fixed
+ * part and lane00..lane15 (a 16-lane packet: 84 bytes); agq_hi_h the lanes
+ * lane16..lane31 of a 32-lane packet (parsed when n_lanes == 32). */
 header agq_h {
     bit<4>  ver;
     bit<4>  type;
@@ -103,55 +121,85 @@ header agq_h {
     bit<8>  guard;
     bit<8>  exponent;
     bit<8>  n_lanes;
-    bit<16> reserved;
+    bit<16> epoch;         /* the switch's boot epoch in every frame it makes (§11) */
     bit<32> lane00; bit<32> lane01; bit<32> lane02; bit<32> lane03;
     bit<32> lane04; bit<32> lane05; bit<32> lane06; bit<32> lane07;
     bit<32> lane08; bit<32> lane09; bit<32> lane10; bit<32> lane11;
     bit<32> lane12; bit<32> lane13; bit<32> lane14; bit<32> lane15;
+}
+
+header agq_hi_h {
     bit<32> lane16; bit<32> lane17; bit<32> lane18; bit<32> lane19;
     bit<32> lane20; bit<32> lane21; bit<32> lane22; bit<32> lane23;
     bit<32> lane24; bit<32> lane25; bit<32> lane26; bit<32> lane27;
     bit<32> lane28; bit<32> lane29; bit<32> lane30; bit<32> lane31;
 }
 
+/* Every lane of a pass: M(header, NN). The generated shift tables and the
+ * lane controls use it, so one program text serves both lane counts. */
+#define AGQ_LANES_LO(M) \
+    M(agq, 00) M(agq, 01) M(agq, 02) M(agq, 03) M(agq, 04) M(agq, 05) M(agq, 06) M(agq, 07) \
+    M(agq, 08) M(agq, 09) M(agq, 10) M(agq, 11) M(agq, 12) M(agq, 13) M(agq, 14) M(agq, 15)
+#if AGQ_LANES == 32
+#define AGQ_LANES_HI(M) \
+    M(agq_hi, 16) M(agq_hi, 17) M(agq_hi, 18) M(agq_hi, 19) M(agq_hi, 20) M(agq_hi, 21) M(agq_hi, 22) M(agq_hi, 23) \
+    M(agq_hi, 24) M(agq_hi, 25) M(agq_hi, 26) M(agq_hi, 27) M(agq_hi, 28) M(agq_hi, 29) M(agq_hi, 30) M(agq_hi, 31)
+#else
+#define AGQ_LANES_HI(M)
+#endif
+#define AGQ_LANES_FOR_EACH(M) AGQ_LANES_LO(M) AGQ_LANES_HI(M)
+/* Lane actions of the generated tables: every lane of hdr shifted/masked/set. */
+#define AGQ_LANE_SHR_(H, L) hdr.H.lane##L = hdr.H.lane##L >> AGQ_SHIFT_;
+#define AGQ_LANE_SHL_(H, L) hdr.H.lane##L = hdr.H.lane##L << AGQ_SHIFT_;
+#define AGQ_LANE_AND_(H, L) hdr.H.lane##L = hdr.H.lane##L & AGQ_OPERAND_;
+#define AGQ_LANE_SET_(H, L) hdr.H.lane##L = AGQ_OPERAND_;
+
 /* The pass-to-pass state of the C++ pipeline, ResubmitMd
- * (switch/pipeline/agq/ingress.hpp), 64 bits. The same header travels two ways:
- *  - resubmit (pass 1 -> pass 2 of a first contribution): emitted by the
- *    ingress deparser's Resubmit extern from md.resub, read back by the
- *    parser when ig_intr_md.resubmit_flag == 1;
- *  - recirculation (Tofino only, PROTOCOL.md §4 step 5): prepended to the
- *    original packet as hdr.recirc, sent to AGQ_RECIRC_PORT with
- *    bypass_egress, parsed again by the ingress parser on that port:
- *      realloc = 1  pass 2's compare-and-set failed: back to pass 1 "already
- *                   counted, already cleared" (C++: resub.realloc, counted in
- *                   agq_cas_retries);
- *      reread  = 1  a contribution that is not first read a PENDING window:
- *                   back to the slot_window step "already counted" with its
- *                   seen/complete (the C++ passes are atomic, so software never
- *                   takes this path; PROTOCOL.md §4 step 5).
- * in_port: the packet's own ingress port (a recirculated packet arrives on
- * the recirculation port; admission and result_resend need the worker's). */
+ * (switch/pipeline/agq/ingress.hpp), 64 bits: emitted by the ingress
+ * deparser's Resubmit extern from md.resub (pass 1 of a first contribution),
+ * read back by the parser when ig_intr_md.resubmit_flag == 1 (pass 2). A
+ * resubmitted packet keeps its ingress port. Every field a whole byte or
+ * word: an action writes each container from one source (bf-p4c refuses a
+ * container written from action data, another PHV field and itself). */
 header agq_resubmit_h {
     bit<8>  occ_old;       /* row_occupancy half v as pass 1 read it (the CAS's expected value) */
     bit<8>  occ_new;       /* with the old window released and the new one taken */
     bit<16> window;        /* new slot_window half (pos, w, FALLBACK, OVERFLOW) */
-    bit<1>  complete;      /* count_v == N when the packet was counted */
-    bit<1>  realloc;       /* recirculated after a failed CAS: no count, no lane clear */
-    bit<1>  reread;        /* recirculated after reading a PENDING window: no count */
-    bit<1>  seen;          /* (reread) the worker's bit was already set */
-    @padding bit<3> _pad0;
-    PortId_t in_port;      /* the original ingress port */
-    @padding bit<16> _pad1;
+    bit<8>  complete;      /* 1: count_v == N when the packet was counted */
+    bit<8>  realloc;       /* C++ resub.realloc: always 0 on a resubmit (pass 1 -> pass 2) */
+    bit<16> reserved;      /* 0 */
+}
+
+/* A Tofino-only retry (PROTOCOL.md §4 step 5), prepended to the original
+ * packet, sent to AGQ_RECIRC_PORT with bypass_egress and parsed again by the
+ * ingress parser on that port:
+ *   realloc = 1  pass 2's compare-and-set failed: back to pass 1 "already
+ *                counted, already cleared" (C++: resub.realloc, counted in
+ *                agq_cas_retries);
+ *   reread  = 1  a contribution that is not first read a PENDING window:
+ *                back to the slot_window step "already counted" with its
+ *                seen/complete (the C++ passes are atomic, so software never
+ *                takes this path; PROTOCOL.md §4 step 5).
+ * in_port: the packet's own ingress port (a recirculated packet arrives on
+ * the recirculation port; admission and result_resend need the worker's). */
+header agq_recirc_h {
+    bit<8>  complete;
+    bit<8>  realloc;
+    bit<8>  reread;
+    bit<8>  seen;
+    bit<16> in_port;       /* PortId_t, zero-extended */
 }
 
 /* Ingress -> egress, in front of Ethernet on every packet that goes through
- * the traffic manager to the egress (not on a recirculation: bypass_egress). */
+ * the traffic manager to the egress (not on a recirculation: bypass_egress).
+ * Two bytes: the Tofino 1 egress parser's longest path (bridge + Ethernet +
+ * VLAN + IPv4 + UDP + a 16-lane agq header) must stay within 160 bytes. The
+ * flags and the window are separate bytes (one write source each). */
 header agq_bridge_h {
+    @padding bit<6> _pad;
+    bit<1>  extract;       /* RESULT lanes: extract_t(win), then & its result mask */
     bit<1>  rewrite;       /* multicast replica: egress_worker_t(job_id, egress_rid) */
-    bit<1>  extract;       /* RESULT lanes: extract_t(win_end), then & result_mask */
-    @padding bit<2> _pad;
-    bit<4>  win_end;       /* pos + w of the result window (extract_t key) */
-    bit<32> result_mask;   /* low W bits (grant_t) */
+    bit<8>  win;           /* the result window: slot_window bits 6..0 (pos, w) */
 }
 
 const ResubmitType_t AGQ_RESUBMIT_TYPE = 1;
@@ -180,32 +228,45 @@ struct agq_pair8_t  { bit<8>  lo; bit<8>  hi; }
 
 struct ingress_headers_t {
     agq_bridge_h   bridge;    /* emitted first when valid (not on a recirculation) */
-    agq_resubmit_h recirc;    /* a recirculated retry (parsed on AGQ_RECIRC_PORT; emitted to recirculate) */
+    agq_recirc_h   recirc;    /* a recirculated retry (parsed on AGQ_RECIRC_PORT; emitted to recirculate) */
     ethernet_h     ethernet;
     vlan_h         vlan;
     ipv4_h         ipv4;
     arp_h          arp;
     udp_h          udp;
     agq_h          agq;
+    agq_hi_h       agq_hi;
 }
 
+/* Admission (JobCheck): the C++ AgqDrop reasons of validate(), in its order. */
+const bit<3> ADM_OK         = 0;
+const bit<3> ADM_MALFORMED  = 1;
+const bit<3> ADM_UNKNOWN    = 2;
+const bit<3> ADM_BAD_WORKER = 3;
+const bit<3> ADM_BAD_WIDTH  = 4;
+
+/* Field widths follow the PHV: 8/16/32-bit containers, one value per field,
+ * no arithmetic across slices of one field (every slice a table keys on is a
+ * field of its own or a constant slice). */
 struct ingress_metadata_t {
     agq_resubmit_h resub;      /* pass 2: the resubmit header; pass 1: the one it arms */
-    /* job_t (set_job) */
+    /* job_t (set_job), stage 0 */
     bit<1>     job_hit;
     bit<8>     job_n;          /* N */
+    bit<8>     job_lanes;      /* the job's lane profile: n_lanes of its packets */
     bit<16>    job_slots;
     slot_idx_t slot_base;
     row_idx_t  row_base;
-    bit<5>     row_shift;      /* log2(slots_per_row), 0..16 */
-    bit<8>     guard;          /* g */
-    bit<4>     max_units;      /* max_width / 4 */
+    bit<8>     row_shift;      /* log2(slots_per_row), 0..16 */
+    bit<8>     guard;          /* g (grant_t / trunc_t key) */
+    bit<8>     max_units;      /* max_width / 4 */
     MulticastGroupId_t mcast_grp;   /* PRE group of the job's workers */
     bit<1>     deliver_ps;     /* result delivery = ps (agq_forward_t key) */
     PortId_t   ps_port;
     bit<32>    ps_ipv4;
     bit<48>    ps_mac;
-    /* worker_t (set_worker) */
+    bit<16>    epoch;          /* epoch_t: the switch's boot epoch (PROTOCOL.md §11) */
+    /* worker_t (set_worker), stage 0 */
     bit<1>     worker_hit;
     PortId_t   w_port;
     bit<32>    w_ipv4;
@@ -215,55 +276,53 @@ struct ingress_metadata_t {
     PortId_t   in_port;        /* ingress port of the packet (of its first pass when recirculated) */
     bit<1>     realloc;        /* C++ resub.realloc on pass 1 */
     bit<1>     reread;         /* back from a PENDING window */
-    bit<1>     counted;        /* realloc || reread: slot_bitmap / slot_count skipped */
-    /* indices */
+    /* admission and indices, stages 0-2 */
+    bit<8>     n_diff;         /* N ^ num_workers (job_t) */
+    bit<8>     lanes_diff;     /* lanes ^ n_lanes (job_t) */
+    bit<32>    ps_ip_diff;     /* ps_ipv4 ^ IPv4 source (job_t) */
+    PortId_t   ps_port_diff;   /* ps_port ^ ingress port (job_t) */
+    bit<32>    w_ip_diff;      /* worker ipv4 ^ IPv4 source (worker_t) */
+    PortId_t   w_port_diff;    /* worker port ^ ingress port (worker_t) */
+    bit<1>     bad_wk;         /* DATA sender: not the worker's port, or no such worker, or N differs */
+    bit<1>     bad_wk_ip;      /* DATA sender: not the worker's IPv4 */
+    bit<1>     bad_ps;         /* PS_RESULT: not the PS's port, or a unicast for no worker */
+    bit<1>     bad_ps_ip;      /* PS_RESULT: not the PS's IPv4 */
+    bit<3>     adm;            /* ADM_*: the header checks */
+    bit<16>    slot_room;      /* slots |-| slot: 0 = slot out of range (drops_agq_bad_slot) */
     slot_idx_t slot_idx;
     row_idx_t  row_off;
     row_idx_t  row_idx;
     bit<1>     v;              /* slot version (flags bit 0) */
-    bit<4>     req_units;      /* min(R / 4, max_units) */
-    bit<3>     req_units_m1;   /* alloc_t key: req_units - 1 */
-    bit<4>     r_units;        /* R / 4 (trunc_t key) */
-    bit<3>     guard3;         /* grant_t key: g (0..5) */
+    bit<8>     r_units;        /* R / 4 (trunc_t / align_t key) */
+    bit<8>     req_units;      /* min(R / 4, max_units) (alloc_t key) */
     /* slot state */
     bit<32>    bitmap_old;
-    bit<32>    seen_bits;      /* bitmap_old & w_bit */
     bit<1>     seen;
-    bit<8>     count;
+    bit<16>    count_new;      /* slot_count_inc output (0 when seen); 16 bits: slot_window's SALU reads it beside the 16-bit win_operand (Tofino 1 input crossbar) */
+    bit<8>     count_old;      /* slot_count_read output (seen) */
     bit<1>     first;
     bit<1>     complete;
-    bit<16>    win_operand;    /* slot_window_merge operand: PENDING (pass 1) or OVERFLOW (new, clipped) */
+    bit<16>    win_operand;    /* slot_window_merge operand of a non-first packet: OVERFLOW (new, clipped) or 0 */
     bit<16>    win;            /* slot_window half v as the register returned it */
-    bit<3>     pos;
-    bit<4>     w;
-    bit<4>     win_end;        /* pos + w (align_t key; bridged for extract_t) */
-    bit<1>     grant_ok;       /* grant_t */
-    bit<32>    grant_result_mask;
-    bit<32>    grant_value_mask;
     bit<1>     alloc_ok;       /* grant_alloc_t: the new window leaves W - g >= 2 */
-    bit<32>    alloc_value_mask;
-    bit<32>    alloc_result_mask;
-    bit<3>     old_pos;        /* released window (previous use of v) */
-    bit<4>     old_w;
-    bit<8>     old_occ_mask;
-    bit<32>    clear_mask;     /* ~cells of the released window (window_t) */
+    bit<8>     old_occ_mask;   /* row_occupancy bits of the released window (window_t) */
     bit<1>     old_hit;        /* window_t hit: there is a window to clear */
     bit<8>     occ;            /* row_occupancy half v (pass 1) */
     bit<8>     avail;          /* occ & ~old_occ_mask */
-    bit<3>     new_pos;        /* alloc_t */
-    bit<4>     new_w;
-    bit<8>     new_occ_mask;
+    bit<8>     new_occ_mask;   /* alloc_t */
+    bit<8>     new_w;
+    bit<16>    new_window;     /* pack_window(pos, w, 0, 0) of the grant (alloc_t) */
     bit<8>     cas_old;        /* row_occupancy_cas output: the half before the CAS */
     bit<1>     cas_ok;         /* cas_old == resub.occ_old */
     /* lanes */
     bit<1>     lane_run;       /* the lane registers run on this pass */
     bit<1>     lane_clear;     /* ... with lane_clear (pass 1), else lane_add */
-    bit<1>     lane_load;      /* 0: the packet's value (add); 1: 0 (read the kept result) */
+    bit<1>     lane_load;      /* 1: add 0 (read the kept result) */
     /* decision */
-    bit<1>     data_ok;        /* a DATA packet passed admission */
     bit<3>     verdict;        /* C++ Verdict (generated/verdict.p4) */
     bit<1>     resubmit;       /* pass 1 arms the resubmit */
     bit<1>     recirculate;    /* Tofino-only retry */
+    bit<1>     ipv4_csum;      /* the deparser recomputes the IPv4 checksum */
     PortId_t   learn_port;     /* smac learning digest */
 }
 
@@ -274,9 +333,11 @@ struct egress_headers_t {
     ipv4_h         ipv4;
     udp_h          udp;
     agq_h          agq;
+    agq_hi_h       agq_hi;
 }
 
 struct egress_metadata_t {
+    bit<1>  ipv4_csum;         /* a replica's destination was rewritten */
 }
 
 #endif

@@ -1,26 +1,31 @@
 /* Step 1 (PROTOCOL.md §4): job_t and worker_t, the admission checks and the
- * register indices — C++ Ingress::validate() and stage 1 of Ingress::apply().
- * Nothing of any job is touched before these pass, and a job can only index
- * its own rows and slots: slot_idx = slot_base + slot with slot < slots,
- * row_idx = row_base + (slot >> row_shift).
+ * register indices — C++ Ingress::validate() and stages 0-2 of
+ * Ingress::apply(). Nothing of any job is touched before these pass, and a
+ * job can only index its own rows and slots: slot_idx = slot_base + slot
+ * with slot < slots, row_idx = row_base + (slot >> row_shift).
  *
- * Stage 0: job_t, worker_t (keys are packet fields).
- * Stage 1: admission gateways, slot_idx, slot_row_t, req_units.
- * Stage 2: row_idx (docs/PIPELINE.md, stage map). */
+ * Stage 0: job_t, worker_t, epoch_t (keys are packet fields); r_units.
+ * Stage 1: admission gateways (md.adm), slot_idx, slot_room, slot_row_t,
+ *          req_units = min(R/4, max_units).
+ * Stage 2: row_idx; the slot range and the drop counters (JobCheck).
+ * (docs/PIPELINE.md, stage map: the compiler's placement.) */
 
 control JobLookup(inout ingress_headers_t hdr,
-                  inout ingress_metadata_t md) {
+                  inout ingress_metadata_t md,
+                  in ingress_intrinsic_metadata_t ig_intr_md) {
 
-    action set_job(bit<16> job_index, bit<8> num_workers, bit<8> guard, bit<4> w_min_units,
-                   bit<4> max_units, bit<16> slots, slot_idx_t slot_base, row_idx_t row_base,
-                   bit<5> row_shift, bit<1> deliver_ps, PortId_t ps_port, bit<32> ps_ipv4,
+    action set_job(bit<8> num_workers, bit<8> guard, bit<8> max_units, bit<8> lanes,
+                   bit<16> slots, slot_idx_t slot_base, row_idx_t row_base,
+                   bit<8> row_shift, bit<1> deliver_ps, PortId_t ps_port, bit<32> ps_ipv4,
                    bit<48> ps_mac, MulticastGroupId_t mcast_grp) {
-        /* job_index and w_min_units are the C++ JobAction's; the data plane
-         * uses neither (grant_t / grant_alloc_t decide W - g >= 2). */
+        /* The C++ JobAction also has job_index and w_min_units; the data plane
+         * uses neither (grant_alloc_t decides W - g >= 2), so they are not
+         * action data here (SRAM). */
         md.job_hit = 1;
         md.job_n = num_workers;
         md.guard = guard;
         md.max_units = max_units;
+        md.job_lanes = lanes;
         md.job_slots = slots;
         md.slot_base = slot_base;
         md.row_base = row_base;
@@ -30,6 +35,13 @@ control JobLookup(inout ingress_headers_t hdr,
         md.ps_ipv4 = ps_ipv4;
         md.ps_mac = ps_mac;
         md.mcast_grp = mcast_grp;
+        /* The admission compares as XORs with the packet, here (one ALU op
+         * each): a gateway compares at most 4 bytes + 12 bits of PHV, so two
+         * 32-bit fields cannot be compared in one (Tofino 1). */
+        md.n_diff = num_workers ^ hdr.agq.num_workers;
+        md.lanes_diff = lanes ^ hdr.agq.n_lanes;
+        md.ps_ip_diff = ps_ipv4 ^ hdr.ipv4.src_addr;
+        md.ps_port_diff = ps_port ^ ig_intr_md.ingress_port;
     }
     action job_miss() { md.job_hit = 0; }
 
@@ -46,6 +58,8 @@ control JobLookup(inout ingress_headers_t hdr,
         md.w_port = port;
         md.w_ipv4 = ipv4;
         md.w_mac = mac;
+        md.w_ip_diff = ipv4 ^ hdr.ipv4.src_addr;
+        md.w_port_diff = port ^ ig_intr_md.ingress_port;
     }
     action worker_miss() { md.worker_hit = 0; }
 
@@ -56,29 +70,53 @@ control JobLookup(inout ingress_headers_t hdr,
         }
         actions = { set_worker; @defaultonly worker_miss; }
         const default_action = worker_miss();
-        size = AGQ_MAX_JOBS * 32;
+        size = AGQ_MAX_WORKERS;
+    }
+
+    /* The switch's boot epoch (PROTOCOL.md §11): a keyless table whose default
+     * action the control plane sets at start (setup_agq.py), as the software
+     * switch draws its epoch at start. */
+    action set_epoch(bit<16> epoch) { md.epoch = epoch; }
+    table epoch_t {
+        actions = { set_epoch; }
+        default_action = set_epoch(0);
+        size = 1;
     }
 
     /* slot >> row_shift: one action per constant shift (generated). */
 #include "generated/slot_row_t.p4"
 
-    apply {
-        job_t.apply();
-        worker_t.apply();
-        md.v = hdr.agq.flags[0:0];
-        md.guard3 = md.guard[2:0];
-        md.r_units = hdr.agq.req_width[5:2];
-        md.req_units = min(hdr.agq.req_width[5:2], md.max_units);   /* min(R / 4, max_units) */
-        md.req_units_m1 = (bit<3>)(md.req_units - 1);
+    /* Register indices are computed in actions: a RegisterAction index must
+     * be a plain PHV field (an expression propagated into execute() is "too
+     * complex"), written a stage before the SALU that uses it. */
+    action slot_index() {
         md.slot_idx = md.slot_base + hdr.agq.slot;
+        md.slot_room = md.job_slots |-| hdr.agq.slot;    /* 0 iff slot >= slots */
+    }
+    action row_index() { md.row_idx = md.row_base + md.row_off; }
+
+    apply {
+        job_t.apply();                                   /* stage 0 */
+        worker_t.apply();
+        epoch_t.apply();
+        md.v = hdr.agq.flags[0:0];
+        md.r_units = (bit<8>)hdr.agq.req_width[5:2];     /* R / 4: a constant slice */
+        md.req_units = min(md.r_units, md.max_units);    /* stage 1: min(R / 4, max_units) */
+        slot_index();
         slot_row_t.apply();
-        md.row_idx = md.row_base + md.row_off;
+        row_index();                                     /* stage 2 */
     }
 }
 
-/* The C++ validate(), in its order; sets md.verdict = V_DROP and counts the
- * drop reason (PROTOCOL.md §9) on the first failing check. PS_RESULT that
- * passes gets its verdict here (stateless, C++ apply()). */
+/* The C++ validate(), in its order: malformed, unknown job, lane profile,
+ * bad worker, bad slot, bad width. Stage 1 decides the header checks into
+ * md.adm and the identity checks into bad_wk / bad_ps (small gateways on the
+ * XORs job_t / worker_t computed: the sender's port and IPv4, N); stage 2
+ * adds the slot range (slot_room) and counts the drop reason (PROTOCOL.md
+ * §9) in the C++ order. A recirculated retry passed them on its first pass
+ * and arrives on the recirculation port: its identity is not checked again.
+ * PS_RESULT that passes gets its verdict here (stateless, C++ apply()). The
+ * caller runs the slot stages only for an admitted DATA. */
 control JobCheck(inout ingress_headers_t hdr,
                  inout ingress_metadata_t md) {
 
@@ -90,26 +128,41 @@ control JobCheck(inout ingress_headers_t hdr,
     Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) agq_ps_results;
 
     apply {
-        md.verdict = V_DROP;
-        if (hdr.agq.ver != AGQ_VERSION || hdr.agq.n_lanes != 32 ||
+        /* stage 1: the header */
+        if (hdr.agq.ver != AGQ_VERSION || (hdr.agq.n_lanes != 32 && hdr.agq.n_lanes != 16) ||
             (hdr.agq.type != AGQ_TYPE_DATA && hdr.agq.type != AGQ_TYPE_PS_RESULT)) {
-            drops_agq_malformed.count(0);
+            md.adm = ADM_MALFORMED;
         } else if (md.job_hit == 0) {
-            drops_agq_unknown_job.count(0);
-        } else if (hdr.agq.type == AGQ_TYPE_DATA &&
-                   (md.worker_hit == 0 || md.w_port != md.in_port ||
-                    md.w_ipv4 != hdr.ipv4.src_addr || hdr.agq.num_workers != md.job_n)) {
-            /* A host cannot speak for another worker or another job. */
-            drops_agq_bad_worker.count(0);
-        } else if (hdr.agq.type == AGQ_TYPE_PS_RESULT &&
-                   (md.in_port != md.ps_port || hdr.ipv4.src_addr != md.ps_ipv4 ||
-                    ((hdr.agq.flags & AGQ_FLAG_RETRANSMIT) != 0 && md.worker_hit == 0))) {
-            /* Only the job's PS; a unicast answer needs a real worker. */
-            drops_agq_bad_worker.count(0);
-        } else if (hdr.agq.slot >= md.job_slots) {
-            drops_agq_bad_slot.count(0);
+            md.adm = ADM_UNKNOWN;
+        } else if (md.lanes_diff != 0) {
+            md.adm = ADM_MALFORMED;                   /* not the job's lane profile */
         } else if (hdr.agq.type == AGQ_TYPE_DATA &&
                    (hdr.agq.req_width[1:0] != 0 || hdr.agq.req_width < 4 || hdr.agq.req_width > 32)) {
+            md.adm = ADM_BAD_WIDTH;                   /* counted after the identity and slot checks */
+        }
+        /* stage 1: the sender (a host cannot speak for another worker or job;
+         * a PS_RESULT only from the job's PS, a unicast one for a real worker) */
+        if (md.realloc == 0 && md.reread == 0) {
+            if (md.worker_hit == 0 || md.w_port_diff != 0 || md.n_diff != 0) { md.bad_wk = 1; }
+            if (md.w_ip_diff != 0) { md.bad_wk_ip = 1; }
+        }
+        if (md.ps_port_diff != 0 || ((hdr.agq.flags & AGQ_FLAG_RETRANSMIT) != 0 && md.worker_hit == 0)) {
+            md.bad_ps = 1;
+        }
+        if (md.ps_ip_diff != 0) { md.bad_ps_ip = 1; }
+        /* stage 2: the verdict and the counters, in the C++ order */
+        md.verdict = V_DROP;
+        if (md.adm == ADM_MALFORMED) {
+            drops_agq_malformed.count(0);
+        } else if (md.adm == ADM_UNKNOWN) {
+            drops_agq_unknown_job.count(0);
+        } else if (hdr.agq.type == AGQ_TYPE_DATA && (md.bad_wk == 1 || md.bad_wk_ip == 1)) {
+            drops_agq_bad_worker.count(0);
+        } else if (hdr.agq.type == AGQ_TYPE_PS_RESULT && (md.bad_ps == 1 || md.bad_ps_ip == 1)) {
+            drops_agq_bad_worker.count(0);
+        } else if (md.slot_room == 0) {
+            drops_agq_bad_slot.count(0);
+        } else if (md.adm == ADM_BAD_WIDTH) {
             drops_agq_bad_width.count(0);
         } else if (hdr.agq.type == AGQ_TYPE_PS_RESULT) {
             agq_ps_results.count(0);
@@ -118,8 +171,6 @@ control JobCheck(inout ingress_headers_t hdr,
             } else {
                 md.verdict = V_PS_RESULT;
             }
-        } else {
-            md.data_ok = 1;           /* DATA admitted: the slot stages decide (ResultSelect) */
-        }
+        }   /* else an admitted DATA: the slot stages run (agq.p4) */
     }
 }

@@ -12,10 +12,11 @@ parser AgqIngressParser(packet_in pkt,
         /* Metadata the ingress reads before it writes them. */
         md.job_hit = 0;
         md.worker_hit = 0;
-        md.data_ok = 0;
         md.realloc = 0;
         md.reread = 0;
         md.seen = 0;
+        md.count_new = 0;
+        md.count_old = 0;
         md.first = 0;
         md.complete = 0;
         md.cas_ok = 0;
@@ -26,7 +27,13 @@ parser AgqIngressParser(packet_in pkt,
         md.win_operand = 0;
         md.resubmit = 0;
         md.recirculate = 0;
+        md.ipv4_csum = 0;
         md.verdict = 0;
+        md.adm = 0;
+        md.bad_wk = 0;
+        md.bad_wk_ip = 0;
+        md.bad_ps = 0;
+        md.bad_ps_ip = 0;
         transition select(ig_intr_md.resubmit_flag) {
             1: parse_resubmit;
             default: parse_port_metadata;
@@ -37,7 +44,9 @@ parser AgqIngressParser(packet_in pkt,
         /* Pass 2 of a first contribution: the 64-bit ResubmitMd sits where the
          * port metadata (PORT_METADATA_SIZE, 192 bits on Tofino 2) would be. */
         pkt.extract(md.resub);
+#if __TARGET_TOFINO__ != 1
         pkt.advance(PORT_METADATA_SIZE - 64);
+#endif
         transition parse_ethernet;
     }
 
@@ -96,7 +105,19 @@ parser AgqIngressParser(packet_in pkt,
 
     state parse_agq {
         pkt.extract(hdr.agq);
+#if AGQ_LANES == 32
+        transition select(hdr.agq.n_lanes) {
+            32: parse_agq_hi;
+            default: accept;          /* 16 lanes (or malformed: JobCheck drops it) */
+        }
+    }
+
+    state parse_agq_hi {
+        pkt.extract(hdr.agq_hi);
         transition accept;
+#else
+        transition accept;            /* Tofino 1: 16 lanes; a 32-lane job is not installed */
+#endif
     }
 }
 
@@ -108,6 +129,7 @@ parser AgqEgressParser(packet_in pkt,
                        out egress_intrinsic_metadata_t eg_intr_md) {
     state start {
         pkt.extract(eg_intr_md);
+        md.ipv4_csum = 0;
         pkt.extract(hdr.bridge);
         transition select(hdr.bridge.rewrite, hdr.bridge.extract) {
             (0, 0): accept;                /* nothing to rewrite: the rest is payload */
@@ -150,6 +172,18 @@ parser AgqEgressParser(packet_in pkt,
 
     state parse_agq {
         pkt.extract(hdr.agq);
+#if AGQ_LANES == 32
+        transition select(hdr.agq.n_lanes) {
+            32: parse_agq_hi;
+            default: accept;          /* 16 lanes (or malformed: JobCheck drops it) */
+        }
+    }
+
+    state parse_agq_hi {
+        pkt.extract(hdr.agq_hi);
         transition accept;
+#else
+        transition accept;            /* Tofino 1: 16 lanes; a 32-lane job is not installed */
+#endif
     }
 }

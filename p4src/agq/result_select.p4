@@ -1,6 +1,6 @@
 /* Step 7 (PROTOCOL.md §4, §7) for an admitted DATA packet: the C++ verdict
  * and pass decisions of Ingress::apply(), first_pass1() and first_pass2(),
- * with the counters the C++ counts there. Gateways on metadata (stage 7,
+ * with the counters the C++ counts there. Gateways on metadata (stage 6,
  * after slot_window). The traffic-manager settings of each verdict are
  * agq_forward_t (forwarding.p4, generated from the C++ table).
  *
@@ -47,8 +47,7 @@ control ResultSelect(inout ingress_metadata_t md,
             md.lane_run = 1;
             if (md.complete == 1) { md.verdict = V_RESULT; } else { md.verdict = V_ABSORB; }
         } else if (md.complete == 1) {
-            md.lane_run = 1;
-            md.lane_load = 1;                                     /* add 0: read the kept result */
+            md.lane_run = 1;                                      /* add 0: read the kept result */
             md.verdict = V_RESEND;
         } else {
             md.verdict = V_DUPLICATE;

@@ -2,16 +2,21 @@
  * occupancy-aware allocation of a first contribution — C++ first_pass1(),
  * first_pass2() and the slot_window step of Ingress::apply().
  *
- *   stage 5  row_occupancy   pass 1: row_occupancy_read_v   -> occ
+ *   stage 3  row_occupancy   pass 1: row_occupancy_read_v   -> occ (every
+ *                            admitted DATA reads it: a read changes nothing,
+ *                            and "first" is not known before stage 5)
  *                            pass 2: row_occupancy_cas_v    old -> new
- *   stage 6  slot_window     pass 1: slot_window_merge_v(PENDING) -> old window
+ *   stage 4  cas_ok = (the half before the CAS == resub.occ_old)
+ *   stage 5  slot_window     pass 1 / others: slot_window_merge_v — the SALU
+ *                            ORs PENDING when count_new == 1 (a first
+ *                            contribution), else win_operand (OVERFLOW of a
+ *                            new clipped contribution, or 0)
  *                            pass 2: slot_window_write_v(new window), only if the CAS held
- *                            others: slot_window_merge_v(OVERFLOW if new and clipped, else 0)
- *   stage 7  window_t(old pos, old w)      (pass 1)
- *   stage 8  avail = occ & ~old_occ_mask
- *   stage 9  alloc_t(avail, req_units - 1)
- *   stage 10 grant_alloc_t(W, g): W - g >= 2, else FALLBACK
- *   stage 11 the resubmit header (ResubmitMd)
+ *   stage 6  window_t(old pos, w, FALLBACK): keep mask into the lanes, occ mask
+ *   stage 7  avail = occ & ~old_occ_mask
+ *   stage 8  alloc_t(avail, req_units)
+ *   stage 9  grant_alloc_t(W, g): W - g >= 2, else FALLBACK
+ *   stage 10 the resubmit header (ResubmitMd)
  *
  * row_occupancy: 4 register actions (read_v0/v1, cas_v0/v1); slot_window: 4
  * (merge_v0/v1, write_v0/v1). */
@@ -48,7 +53,7 @@ control RowOccupancy(inout ingress_metadata_t md,
             if (md.v == 0) { md.cas_old = row_occupancy_cas_v0.execute(md.row_idx); }
             else           { md.cas_old = row_occupancy_cas_v1.execute(md.row_idx); }
             if (md.cas_old == md.resub.occ_old) { md.cas_ok = 1; }
-        } else if (md.first == 1) {
+        } else {
             if (md.v == 0) { md.occ = row_occupancy_read_v0.execute(md.row_idx); }
             else           { md.occ = row_occupancy_read_v1.execute(md.row_idx); }
         }
@@ -60,11 +65,20 @@ control SlotWindow(inout ingress_metadata_t md,
 
     Register<agq_pair16_t, slot_idx_t>(AGQ_SLOTS, {0, 0}) slot_window;
 
+    /* C++ slot_window_merge(first ? PENDING : operand): the choice is made
+     * inside the SALU (count_new == 1 is "first"), so no stage computes the
+     * operand after slot_count. */
     RegisterAction<agq_pair16_t, slot_idx_t, bit<16>>(slot_window) slot_window_merge_v0 = {
-        void apply(inout agq_pair16_t w, out bit<16> rv) { w.lo = w.lo | md.win_operand; rv = w.lo; }
+        void apply(inout agq_pair16_t w, out bit<16> rv) {
+            if (md.count_new == 1) { w.lo = w.lo | WIN_PENDING; } else { w.lo = w.lo | md.win_operand; }
+            rv = w.lo;
+        }
     };
     RegisterAction<agq_pair16_t, slot_idx_t, bit<16>>(slot_window) slot_window_merge_v1 = {
-        void apply(inout agq_pair16_t w, out bit<16> rv) { w.hi = w.hi | md.win_operand; rv = w.hi; }
+        void apply(inout agq_pair16_t w, out bit<16> rv) {
+            if (md.count_new == 1) { w.hi = w.hi | WIN_PENDING; } else { w.hi = w.hi | md.win_operand; }
+            rv = w.hi;
+        }
     };
     RegisterAction<agq_pair16_t, slot_idx_t, bit<16>>(slot_window) slot_window_write_v0 = {
         void apply(inout agq_pair16_t w, out bit<16> rv) { w.lo = md.resub.window; rv = md.resub.window; }
@@ -89,7 +103,8 @@ control SlotWindow(inout ingress_metadata_t md,
 /* Pass 1 of a first contribution after slot_window: release the slot's
  * previous window of version v (every worker has its result, PROTOCOL §8),
  * choose the new one, fill the resubmit header. Tables generated from the
- * C++ (p4src/gen/gen_agq_tables.cpp): window_t, alloc_t, grant_alloc_t. */
+ * C++ (p4src/gen/gen_agq_tables.cpp): window_t, alloc_t, grant_alloc_t.
+ * window_t's action also loads the lanes with the keep mask for lane_clear. */
 control WindowAlloc(inout ingress_headers_t hdr,
                     inout ingress_metadata_t md) {
 
@@ -97,29 +112,34 @@ control WindowAlloc(inout ingress_headers_t hdr,
 #include "generated/alloc_t.p4"
 #include "generated/grant_alloc_t.p4"
 
-    apply {
-        md.old_pos = md.win[2:0];
-        if ((md.win & WIN_FALLBACK) != 0) { md.old_w = 0; } else { md.old_w = md.win[6:3]; }
-        if (window_t.apply().hit) { md.old_hit = 1; }        /* stage 7; w = 0 misses: masks 0 */
-        md.avail = md.occ & ~md.old_occ_mask;               /* stage 8 */
-        alloc_t.apply();                                     /* stage 9 */
-        grant_alloc_t.apply();                               /* stage 10 */
-        md.resub.setValid();                                 /* stage 11 */
+    /* Each step an action of its own: one VLIW op per field per stage
+     * (the compiler would otherwise fold avail into the OR of stage 10). */
+    action release() { md.avail = md.occ & ~md.old_occ_mask; }
+    action resub_common() {
+        md.resub.setValid();
         md.resub.occ_old = md.occ;
-        md.resub.complete = md.complete;
+        md.resub.complete = (bit<8>)md.complete;
         md.resub.realloc = 0;          /* a resubmit to pass 2 (C++: resub.realloc = false) */
-        md.resub.reread = 0;
-        md.resub.seen = 0;
-        md.resub.in_port = md.in_port;
-        if (md.alloc_ok == 1) {
-            md.resub.occ_new = md.avail | md.new_occ_mask;
-            md.resub.window = 9w0 ++ md.new_w ++ md.new_pos;                  /* pack_window(pos, w, 0, 0) */
-        } else {
-            md.resub.occ_new = md.avail;
-            md.resub.window = WIN_FALLBACK;                                   /* pack_window(0, 0, 1, 0) */
-        }
-        if ((hdr.agq.flags & AGQ_FLAG_OVERFLOW) != 0) {
-            md.resub.window = md.resub.window | WIN_OVERFLOW;
-        }
+        md.resub.reserved = 0;
+    }
+    action resub_grant(bit<16> flags) {
+        resub_common();
+        md.resub.occ_new = md.avail | md.new_occ_mask;
+        md.resub.window = md.new_window | flags;        /* pack_window(pos, w, 0, ovf) */
+    }
+    action resub_fallback(bit<16> flags) {
+        resub_common();
+        md.resub.occ_new = md.avail;
+        md.resub.window = WIN_FALLBACK | flags;         /* pack_window(0, 0, 1, ovf) */
+    }
+
+    apply {
+        window_t.apply();                                    /* stage 6; w = 0 / FALLBACK miss: masks 0 */
+        release();                                           /* stage 7 */
+        alloc_t.apply();                                     /* stage 8 */
+        grant_alloc_t.apply();                               /* stage 9 */
+        bit<16> ovf = 0;                                     /* stage 10: the resubmit header */
+        if ((hdr.agq.flags & AGQ_FLAG_OVERFLOW) != 0) { ovf = WIN_OVERFLOW; }
+        if (md.alloc_ok == 1) { resub_grant(ovf); } else { resub_fallback(ovf); }
     }
 }

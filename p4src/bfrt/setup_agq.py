@@ -6,7 +6,9 @@ Inside bfshell (SDE 9.13.x, Python 3.11 for tomllib):
     bfshell -b /path/to/agq-switch/p4src/bfrt/setup_agq.py
     # the config comes from $AGQ_CONFIG (default conf/agq.toml next to p4src/),
     # the port map from $AGQ_PORT_MAP: "0=132,1=140,2=148" (agq-switch port
-    # id = DPDK port id -> Tofino dev_port); without it dev_port = port id.
+    # id = DPDK port id -> Tofino dev_port); without it dev_port = port id;
+    # $AGQ_TARGET = tofino2 (default, 32 lanes) or tofino (16-lane build:
+    # every job must have lanes = 16).
 
 The TOML -> entries translation is `entries_from_config()`, a pure function
 (no bfrt), unit-tested in tests/pkt/test_bfrt_setup.py. It places jobs
@@ -19,6 +21,8 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import random
+import re
 import sys
 
 try:
@@ -27,11 +31,74 @@ except ModuleNotFoundError:  # Python < 3.11 (older SDEs)
     import tomli as tomllib  # type: ignore
 
 KJOB_GROUP_BASE = 0x1000      # AgqProgram::kJobGroupBase
-KMAX_JOBS = 4096              # AgqProgram::kMaxJobs
 KMAX_ROW_SHIFT = 16           # tables.hpp kMaxRowShift
 FLOOD_GROUP = 0xFFFF          # Forwarding::kFloodGroup
 DEFAULT_TOTAL_ROWS = 4096     # AgqConfig
 DEFAULT_TOTAL_SLOTS = 32768
+LIMITS_H = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "agq", "agq_limits.h")
+TARGETS = {"tofino": 16, "tofino2": 32}   # target -> lanes per pass of its build (PROTOCOL.md §10)
+
+
+def p4_limits(path: str = LIMITS_H) -> dict[str, int]:
+    """The compiled table/register sizes (p4src/agq/agq_limits.h, the file the
+    P4 program and the switch's config loader include): AGQ_ROWS, AGQ_SLOTS,
+    AGQ_MAX_JOBS, AGQ_MAX_WORKERS."""
+    out = {}
+    with open(path) as f:
+        for line in f:
+            m = re.match(r"\s*#define\s+(AGQ_\w+)\s+(\d+)\b", line)
+            if m:
+                out[m.group(1)] = int(m.group(2))
+    for k in ("AGQ_ROWS", "AGQ_SLOTS", "AGQ_MAX_JOBS", "AGQ_MAX_WORKERS"):
+        if k not in out:
+            raise ValueError(f"{path}: no #define {k}")
+    return out
+
+
+# The BFRt objects of the compiled program (bf-p4c's bfrt.json names) this
+# script writes and the packet suite's Tofino adapter reads. One map for both;
+# tests/integration/test_bfrt_names.py checks every name, key and data field
+# against the compiler's bfrt.json of each target.
+#   table -> (bfrt.json name, {key field: entry dict key}, {action: [data fields]})
+BFRT_TABLES = {
+    "ipv4_host": ("pipe.AgqIngress.forwarding.ipv4_host", {"hdr.ipv4.dst_addr": "dst_addr"},
+                  {"route": ["port"]}),
+    "dmac": ("pipe.AgqIngress.forwarding.dmac", {"hdr.ethernet.dst_addr": "dst_addr"}, {"send": ["port"]}),
+    "arp_proxy": ("pipe.AgqIngress.forwarding.arp_proxy", {"hdr.arp.tpa": "tpa"}, {"answer": ["mac"]}),
+    "job_t": ("pipe.AgqIngress.job_lookup.job_t", {"hdr.agq.job_id": "job_id"},
+              {"set_job": ["num_workers", "guard", "max_units", "lanes", "slots", "slot_base", "row_base",
+                           "row_shift", "deliver_ps", "ps_port", "ps_ipv4", "ps_mac", "mcast_grp"]}),
+    "worker_t": ("pipe.AgqIngress.job_lookup.worker_t",
+                 {"hdr.agq.job_id": "job_id", "hdr.agq.worker_id": "worker_id"},
+                 {"set_worker": ["worker_bit", "port", "ipv4", "mac"]}),
+    "egress_worker_t": ("pipe.AgqEgress.egress_rewrite.egress_worker_t",
+                        {"hdr.agq.job_id": "job_id", "eg_intr_md.egress_rid": "egress_rid"},
+                        {"set_worker": ["mac", "ipv4"]}),
+    "epoch_t": ("pipe.AgqIngress.job_lookup.epoch_t", {}, {"set_epoch": ["epoch"]}),
+}
+# The C++ registers (switch/pipeline/agq/registers.hpp, dump names) -> bfrt.json
+# register tables (paired: data fields <name>.lo = version 0, .hi = version 1).
+BFRT_REGISTERS = {
+    "slot_bitmap": "pipe.AgqIngress.bitmap_check.slot_bitmap",
+    "slot_count": "pipe.AgqIngress.slot_counter.slot_count",
+    "slot_window": "pipe.AgqIngress.slot_window_ctl.slot_window",
+    "row_occupancy": "pipe.AgqIngress.row_occupancy_ctl.row_occupancy",
+    **{f"lane{k:02d}": f"pipe.AgqIngress.lanes.lane{k:02d}.cells" for k in range(32)},
+}
+
+
+def bfrt_registers(target: str) -> dict[str, str]:
+    """The registers of the `target` build: lane16..31 only on Tofino 2."""
+    return {k: v for k, v in BFRT_REGISTERS.items()
+            if not k.startswith("lane") or int(k[4:]) < TARGETS[target]}
+
+
+def bfrt_node(bfrt, full_name: str):
+    """bfrt_python object of a bfrt.json name ("pipe.AgqIngress.x.t")."""
+    node = getattr(bfrt, "agq")
+    for part in full_name.split("."):
+        node = getattr(node, part)
+    return node
 
 
 def guard_bits(n: int) -> int:
@@ -62,15 +129,22 @@ def _first_fit(used: list[tuple[int, int]], need: int, capacity: int) -> int | N
     return at if at <= capacity and capacity - at >= need else None
 
 
-def entries_from_config(cfg: dict, port_map: dict[int, int] | None = None) -> dict:
+def entries_from_config(cfg: dict, port_map: dict[int, int] | None = None, target: str = "tofino2",
+                        limits: dict[str, int] | None = None) -> dict:
     """The table entries, PRE groups and port list for a parsed TOML config.
 
     Returns a dict of lists of plain dicts (field name -> int), one list per
     table/object: ports, ipv4_host, dmac, arp_proxy, job_t, worker_t,
-    egress_worker_t, mcast_groups (group -> [(dev_port, rid)]), placements.
-    Raises ValueError on what agq-switch would refuse.
+    egress_worker_t, mcast_groups (group -> [(dev_port, rid)]), placements,
+    and epoch (the switch's boot epoch: [switch] epoch, else random nonzero).
+    Raises ValueError on what agq-switch would refuse and on what the compiled
+    program for `target` ("tofino2": 32 lanes, "tofino": the 16-lane build)
+    cannot hold (agq_limits.h).
     """
     pm = port_map or {}
+    lim = limits or p4_limits()
+    if target not in TARGETS:
+        raise ValueError(f'target "{target}" is not one of {sorted(TARGETS)}')
 
     def dev(p: int) -> int:
         return pm.get(int(p), int(p))
@@ -78,6 +152,10 @@ def entries_from_config(cfg: dict, port_map: dict[int, int] | None = None) -> di
     out = {k: [] for k in ("ports", "ipv4_host", "dmac", "arp_proxy", "job_t", "worker_t",
                            "egress_worker_t", "mcast_groups", "placements")}
     ports: set[int] = set()
+    epoch = int(cfg.get("switch", {}).get("epoch", 0)) or random.randint(1, 0xFFFF)
+    if not 1 <= epoch <= 0xFFFF:
+        raise ValueError(f"switch.epoch {epoch} is not 1..65535")
+    out["epoch"] = epoch
     pipeline = cfg.get("switch", {}).get("pipeline", "classic")
     if pipeline != "agq":
         raise ValueError(f'switch.pipeline is "{pipeline}": this script installs the agq program '
@@ -94,6 +172,13 @@ def entries_from_config(cfg: dict, port_map: dict[int, int] | None = None) -> di
     agq = cfg.get("agq", {})
     total_rows = int(agq.get("total_rows", DEFAULT_TOTAL_ROWS))
     total_slots = int(agq.get("total_slots", DEFAULT_TOTAL_SLOTS))
+    if total_rows > lim["AGQ_ROWS"]:
+        raise ValueError(f"agq.total_rows: {total_rows} rows: the Tofino program's row registers hold "
+                         f"{lim['AGQ_ROWS']} (p4src/agq/agq_limits.h AGQ_ROWS)")
+    if total_slots > lim["AGQ_SLOTS"]:
+        raise ValueError(f"agq.total_slots: {total_slots} slots: the Tofino program's slot registers hold "
+                         f"{lim['AGQ_SLOTS']} (p4src/agq/agq_limits.h AGQ_SLOTS)")
+    n_workers = 0
     used_rows: list[tuple[int, int]] = []
     used_slots: list[tuple[int, int]] = []
     seen_ids: set[int] = set()
@@ -102,11 +187,22 @@ def entries_from_config(cfg: dict, port_map: dict[int, int] | None = None) -> di
         if jid in seen_ids:
             raise ValueError(f"duplicate job id {jid}")
         seen_ids.add(jid)
-        if index >= KMAX_JOBS:
-            raise ValueError("too many jobs")
+        if index >= lim["AGQ_MAX_JOBS"]:
+            raise ValueError(f"job[{index}]: {len(cfg.get('job', []))} jobs: the Tofino program's job_t holds "
+                             f"{lim['AGQ_MAX_JOBS']} (p4src/agq/agq_limits.h AGQ_MAX_JOBS)")
         workers = job.get("worker", [])
         if len(workers) != n:
             raise ValueError(f"job {jid}: {len(workers)} [[job.worker]] tables, but workers = {n}")
+        n_workers += n
+        if n_workers > lim["AGQ_MAX_WORKERS"]:
+            raise ValueError(f"job[{index}].workers: {n_workers} workers in jobs 0..{index}: the Tofino program's "
+                             f"worker_t holds {lim['AGQ_MAX_WORKERS']} (p4src/agq/agq_limits.h AGQ_MAX_WORKERS)")
+        lanes = int(job.get("lanes", 32))
+        if lanes not in (16, 32):
+            raise ValueError(f"job {jid}: lanes = {lanes} is not 32 or 16 (the lane profiles)")
+        if lanes > TARGETS[target]:
+            raise ValueError(f"job {jid}: lanes = {lanes}, but the {target} build carries {TARGETS[target]} "
+                             "lanes per pass (use lanes = 16: PROTOCOL.md §10)")
         slots, rows_quota = int(job["slots"]), int(job["rows"])
         max_width = int(job.get("max_width", 32))
         delivery = job.get("delivery", "multicast")
@@ -128,11 +224,12 @@ def entries_from_config(cfg: dict, port_map: dict[int, int] | None = None) -> di
         if delivery == "ps" and not has_ps:
             raise ValueError(f"job {jid}: delivery = ps needs ps_port, ps_ip and ps_mac")
         out["placements"].append({"job_id": jid, "row_base": row_base, "rows": rows, "slot_base": slot_base,
-                                  "slots": slots, "row_shift": shift, "mcast_grp": grp})
+                                  "slots": slots, "row_shift": shift, "mcast_grp": grp,
+                                  "w_min_units": min_grant_units(g)})
         out["job_t"].append({
             "job_id": jid, "action": "set_job",
             "num_workers": n, "slots": slots, "slot_base": slot_base, "row_base": row_base,
-            "row_shift": shift, "guard": g, "w_min_units": min_grant_units(g), "max_units": max_width // 4,
+            "row_shift": shift, "guard": g, "max_units": max_width // 4, "lanes": lanes,
             "mcast_grp": grp, "deliver_ps": 1 if delivery == "ps" else 0,
             "ps_port": dev(job["ps_port"]) if has_ps else 0,
             "ps_ipv4": ip2int(job["ps_ip"]) if has_ps else 0,
@@ -173,27 +270,20 @@ def parse_port_map(s: str | None) -> dict[int, int]:
 
 # ---------------------------------------------------------------- bfrt part
 def install(bfrt, e: dict, speed: str = "BF_SPEED_100G", fec: str = "BF_FEC_TYP_RS") -> None:
-    """Runs inside bfshell's bfrt_python (`bfrt` is its global)."""
-    p4 = bfrt.agq.pipe
-    ig, eg = p4.AgqIngress, p4.AgqEgress
+    """Runs inside bfshell's bfrt_python (`bfrt` is its global). Every table
+    is written through BFRT_TABLES (names checked against bfrt.json)."""
     for port in e["ports"]:
         bfrt.port.port.add(DEV_PORT=port, SPEED=speed, FEC=fec, PORT_ENABLE=True)
-    for r in e["ipv4_host"]:
-        ig.forwarding.ipv4_host.add_with_route(dst_addr=r["dst_addr"], port=r["port"])
-    for m in e["dmac"]:
-        ig.forwarding.dmac.add_with_send(dst_addr=m["dst_addr"], port=m["port"])
-    for a in e["arp_proxy"]:
-        ig.forwarding.arp_proxy.add_with_answer(tpa=a["tpa"], mac=a["mac"])
-    for j in e["job_t"]:
-        args = {k: v for k, v in j.items() if k not in ("job_id", "action")}
-        ig.job_lookup.job_t.add_with_set_job(job_id=j["job_id"], **args)
-    for w in e["worker_t"]:
-        ig.job_lookup.worker_t.add_with_set_worker(job_id=w["job_id"], worker_id=w["worker_id"],
-                                               worker_bit=w["worker_bit"], port=w["port"],
-                                               ipv4=w["ipv4"], mac=w["mac"])
-    for w in e["egress_worker_t"]:
-        eg.egress_rewrite.egress_worker_t.add_with_set_worker(job_id=w["job_id"], egress_rid=w["egress_rid"],
-                                                               mac=w["mac"], ipv4=w["ipv4"])
+    for table in ("ipv4_host", "dmac", "arp_proxy", "job_t", "worker_t", "egress_worker_t"):
+        name, keys, actions = BFRT_TABLES[table]
+        node = bfrt_node(bfrt, name)
+        for entry in e[table]:
+            action = entry["action"]
+            args = {k: entry[k] for k in keys.values()}
+            args.update({f: entry[f] for f in actions[action]})
+            getattr(node, "add_with_" + action)(**args)
+    name, _, _ = BFRT_TABLES["epoch_t"]
+    bfrt_node(bfrt, name).set_default_with_set_epoch(epoch=e["epoch"])
     pre = bfrt.pre
     node_id = 1
     for g in e["mcast_groups"]:
@@ -217,10 +307,11 @@ def install(bfrt, e: dict, speed: str = "BF_SPEED_100G", fec: str = "BF_FEC_TYP_
 def main_in_bfshell() -> None:
     here = os.path.dirname(os.path.abspath(__file__))
     path = os.environ.get("AGQ_CONFIG", os.path.join(here, "..", "..", "conf", "agq.toml"))
-    e = entries_from_config(load_config(path), parse_port_map(os.environ.get("AGQ_PORT_MAP")))
+    target = os.environ.get("AGQ_TARGET", "tofino2")
+    e = entries_from_config(load_config(path), parse_port_map(os.environ.get("AGQ_PORT_MAP")), target)
     install(globals()["bfrt"], e)
-    print(f"setup_agq: {path}: {len(e['ports'])} ports, {len(e['job_t'])} jobs, "
-          f"{len(e['worker_t'])} workers, {len(e['ipv4_host'])} routes installed")
+    print(f"setup_agq: {path} ({target}): {len(e['ports'])} ports, {len(e['job_t'])} jobs, "
+          f"{len(e['worker_t'])} workers, {len(e['ipv4_host'])} routes installed, epoch {e['epoch']}")
 
 
 if "bfrt" in globals():      # run by bfshell -b
@@ -228,5 +319,9 @@ if "bfrt" in globals():      # run by bfshell -b
 elif __name__ == "__main__":  # dry run anywhere: print the entries
     import json
     cfg_path = sys.argv[1] if len(sys.argv) > 1 else "conf/agq.toml"
-    print(json.dumps(entries_from_config(load_config(cfg_path), parse_port_map(os.environ.get("AGQ_PORT_MAP"))),
-                     indent=1))
+    try:
+        entries = entries_from_config(load_config(cfg_path), parse_port_map(os.environ.get("AGQ_PORT_MAP")),
+                                      os.environ.get("AGQ_TARGET", "tofino2"))
+    except ValueError as err:
+        sys.exit(f"setup_agq: {cfg_path}: {err}")
+    print(json.dumps(entries, indent=1))

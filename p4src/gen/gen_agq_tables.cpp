@@ -38,19 +38,13 @@ std::string hex(uint64_t v, int digits) {
   return b;
 }
 
-std::string lane(int k, const std::string& hdr) {
-  char b[64];
-  std::snprintf(b, sizeof b, "%s.lane%02d", hdr.c_str(), k);
-  return b;
-}
-
-// action NAME() { lane_k = lane_k OP AMOUNT; } for all lanes.
-std::string shift_action(const std::string& name, const char* op, unsigned amount, const std::string& hdr) {
+// action NAME() { every lane OP= AMOUNT } through the lane macros of
+// headers.p4 (AGQ_LANES_FOR_EACH), so one text serves 16 and 32 lanes.
+std::string shift_action(const std::string& name, bool left, unsigned amount) {
   std::ostringstream o;
-  o << "    action " << name << "() {\n";
-  for (int k = 0; k < agq::proto::kAgqLanes; ++k)
-    o << "        " << lane(k, hdr) << " = " << lane(k, hdr) << " " << op << " " << amount << ";\n";
-  o << "    }\n";
+  o << "#define AGQ_SHIFT_ " << amount << "\n"
+    << "    action " << name << "() { AGQ_LANES_FOR_EACH(" << (left ? "AGQ_LANE_SHL_" : "AGQ_LANE_SHR_") << ") }\n"
+    << "#undef AGQ_SHIFT_\n";
   return o.str();
 }
 
@@ -58,17 +52,18 @@ std::string alloc_t() {
   const auto& t = const_tables().alloc_t;
   std::ostringstream o;
   o << kHeader
-    << "/* alloc_t(occupancy without the slot's old window, req_units - 1): the\n"
-    << " * best-fit window (pos, w units) and its row_occupancy bits. " << t.size() << " entries. */\n"
-    << "    action alloc(bit<3> pos, bit<4> w, bit<8> occ_mask) {\n"
-    << "        md.new_pos = pos;\n"
+    << "/* alloc_t(occupancy without the slot's old window, req_units): the\n"
+    << " * best-fit window, its row_occupancy bits and its slot_window half\n"
+    << " * pack_window(pos, w, 0, 0) (C++ alloc_entry; alloc_key(occ, req)). */\n"
+    << "    action alloc(bit<8> w, bit<8> occ_mask, bit<16> packed) {\n"
     << "        md.new_w = w;\n"
     << "        md.new_occ_mask = occ_mask;\n"
+    << "        md.new_window = packed;\n"
     << "    }\n"
     << "    table alloc_t {\n"
     << "        key = {\n"
-    << "            md.avail        : exact;\n"
-    << "            md.req_units_m1 : exact;\n"
+    << "            md.avail     : exact;\n"
+    << "            md.req_units : exact;\n"
     << "        }\n"
     << "        actions = { alloc; }\n"
     << "        const default_action = alloc(0, 0, 0);\n"
@@ -78,8 +73,8 @@ std::string alloc_t() {
     for (unsigned req = 1; req <= kUnits; ++req) {
       const auto& e = t.entry(alloc_key(uint8_t(occ), req));
       if (!e) continue;
-      o << "            (" << hex(occ, 2) << ", " << (req - 1) << ") : alloc(" << unsigned(e->pos) << ", "
-        << unsigned(e->w) << ", " << hex(e->occ_mask, 2) << ");\n";
+      o << "            (" << hex(occ, 2) << ", " << req << ") : alloc(" << unsigned(e->w) << ", "
+        << hex(e->occ_mask, 2) << ", " << hex(pack_window(e->pos, e->w, false, false), 4) << ");\n";
     }
   o << "        }\n    }\n";
   return o.str();
@@ -89,20 +84,25 @@ std::string window_t() {
   const auto& t = const_tables().window_t;
   std::ostringstream o;
   o << kHeader
-    << "/* window_t(pos, w): the cell bits and row_occupancy bits of a window;\n"
-    << " * used to release the slot's previous window of version v. */\n"
-    << "    action window(bit<32> cell_mask, bit<8> occ_mask) {\n"
-    << "        md.clear_mask = ~cell_mask;\n"
+    << "/* window_t(pos, w, FALLBACK of the slot_window half): the cell bits and\n"
+    << " * row_occupancy bits of a window, used to release the slot's previous\n"
+    << " * window of version v (C++: w = 0 when FALLBACK; here FALLBACK = 1 misses).\n"
+    << " * The action loads every lane with ~cell bits, lane_clear's operand. */\n"
+    << "#define AGQ_OPERAND_ keep\n"
+    << "    action window(bit<32> keep, bit<8> occ_mask) {\n"
+    << "        AGQ_LANES_FOR_EACH(AGQ_LANE_SET_)\n"
     << "        md.old_occ_mask = occ_mask;\n"
+    << "        md.old_hit = 1;\n"
     << "    }\n"
+    << "#undef AGQ_OPERAND_\n"
     << "    action no_window() {\n"
-    << "        md.clear_mask = 0xffffffff;\n"
     << "        md.old_occ_mask = 0;\n"
     << "    }\n"
     << "    table window_t {\n"
     << "        key = {\n"
-    << "            md.old_pos : exact;\n"
-    << "            md.old_w   : exact;\n"
+    << "            md.win[2:0] : exact @name(\"pos\");\n"
+    << "            md.win[6:3] : exact @name(\"w\");\n"
+    << "            md.win[7:7] : exact @name(\"fallback\");\n"
     << "        }\n"
     << "        actions = { window; no_window; }\n"
     << "        const default_action = no_window();\n"
@@ -112,39 +112,37 @@ std::string window_t() {
     for (unsigned w = 0; w < 16; ++w) {
       const auto& e = t.entry(window_key(pos, w));
       if (!e) continue;
-      o << "            (" << pos << ", " << w << ") : window(" << hex(e->cell_mask, 8) << ", "
+      o << "            (" << pos << ", " << w << ", 0) : window(" << hex(uint32_t(~e->cell_mask), 8) << ", "
         << hex(e->occ_mask, 2) << ");\n";
     }
   o << "        }\n    }\n";
   return o.str();
 }
 
-std::string grant_table(const agq::tna::ConstTable<GrantAction>& t, const std::string& action,
-                        const std::string& w_key, const std::string& prefix) {
+// grant_alloc_t (is the allocated window usable). The C++ grant_t's value
+// mask is folded into trunc_t, its result mask into extract_t.
+std::string grant_alloc_t() {
+  const auto& t = const_tables().grant_alloc_t;
   std::ostringstream o;
   o << kHeader
-    << "/* grant_t(w, g): is a grant of w units usable for guard g (W - g >= 2),\n"
-    << " * the contribution mask (low W - g bits) and the result mask (low W bits). */\n"
-    << "    action " << action << "(bit<1> ok, bit<32> value_mask, bit<32> result_mask) {\n"
-    << "        md." << prefix << "ok = ok;\n"
-    << "        md." << prefix << "value_mask = value_mask;\n"
-    << "        md." << prefix << "result_mask = result_mask;\n"
+    << "/* grant_alloc_t(w, g): is a grant of w units usable for guard g (W - g >= 2). */\n"
+    << "    action grant_alloc(bit<1> ok) {\n"
+    << "        md.alloc_ok = ok;\n"
     << "    }\n"
-    << "    table " << t.name() << " {\n"
+    << "    table grant_alloc_t {\n"
     << "        key = {\n"
-    << "            " << w_key << " : exact;\n"
-    << "            md.guard3 : exact;\n"
+    << "            md.new_w : exact;\n"
+    << "            md.guard : exact;\n"
     << "        }\n"
-    << "        actions = { " << action << "; }\n"
-    << "        const default_action = " << action << "(0, 0, 0);\n"
+    << "        actions = { grant_alloc; }\n"
+    << "        const default_action = grant_alloc(0);\n"
     << "        size = " << t.key_space() << ";\n"
     << "        const entries = {\n";
   for (unsigned w = 0; w < 16; ++w)
     for (unsigned g = 0; g < 8; ++g) {
       const auto& e = t.entry(grant_key(w, g));
-      if (!e) continue;
-      o << "            (" << w << ", " << g << ") : " << action << "(" << (e->ok ? 1 : 0) << ", " << hex(e->value_mask, 8)
-        << ", " << hex(e->result_mask, 8) << ");\n";
+      if (!e || !e->ok) continue;
+      o << "            (" << w << ", " << g << ") : grant_alloc(1);\n";
     }
   o << "        }\n    }\n";
   return o.str();
@@ -174,34 +172,181 @@ Shift measure(void (*run)(uint32_t*)) {
   return {false, unsigned(31 - log2u(b[0]))};
 }
 
-// A table of constant-shift lane actions, measured from the C++ table.
-// `keys`: the P4 key fields; `key_of(k)`: the P4 key tuple of C++ key k.
-std::string lane_shift_table(const agq::tna::ConstTable<ShiftAction>& t, const std::vector<std::string>& keys,
-                             const std::function<std::string(std::size_t)>& key_of, const std::string& hdr,
-                             const std::string& comment) {
-  std::ostringstream acts, entries, names;
-  std::map<std::string, Shift> seen;
-  for (std::size_t k = 0; k < t.key_space(); ++k) {
-    const auto& e = t.entry(k);
-    if (!e || !e->run) continue;
-    const Shift s = measure(e->run);
-    if (!seen.count(e->name)) {
-      seen[e->name] = s;
-      acts << shift_action(e->name, s.left ? "<<" : ">>", s.amount, hdr);
-      names << " " << e->name << ";";
+// result_t(pos, w): the RESULT header's width and pos and the bridged
+// window byte, as action data (constants: no PHV source to align).
+std::string result_t() {
+  const auto& t = const_tables();
+  std::ostringstream entries;
+  for (unsigned pos = 0; pos < kUnits; ++pos)
+    for (unsigned w = 1; pos + w <= kUnits; ++w) {
+      if (!t.window_t.entry(window_key(pos, w))) throw std::runtime_error("result_t: not a window");
+      entries << "            (" << pos << ", " << w << ") : result_window(" << kUnitBits * w << ", " << pos << ", "
+              << hex(pack_window(pos, w, false, false), 2) << ");\n";
     }
-    entries << "            " << key_of(k) << " : " << e->name << "();\n";
-  }
-  std::ostringstream key;
-  for (const auto& f : keys) key << " " << f << " : exact;";
   std::ostringstream o;
-  o << kHeader << "/* " << comment << " */\n"
-    << acts.str()
-    << "    table " << t.name() << " {\n"
-    << "        key = {" << key.str() << " }\n"
-    << "        actions = {" << names.str() << " NoAction; }\n"
+  o << kHeader
+    << "/* result_t(pos, w): RESULT header width = 4w bits and pos (C++ forward()),\n"
+    << " * and the window byte pack_window(pos, w) bridged to the egress (extract_t). */\n"
+    << "    action result_window(bit<8> width, bit<8> pos, bit<8> win) {\n"
+    << "        hdr.agq.width = width;\n"
+    << "        hdr.agq.pos = pos;\n"
+    << "        hdr.bridge.win = win;\n"
+    << "    }\n"
+    << "    table result_t {\n"
+    << "        key = {\n"
+    << "            md.win[2:0] : exact @name(\"pos\");\n"
+    << "            md.win[6:3] : exact @name(\"w\");\n"
+    << "        }\n"
+    << "        actions = { result_window; @defaultonly NoAction; }\n"
+    << "        const default_action = NoAction;\n"
+    << "        size = 64;\n"
+    << "        const entries = {\n" << entries.str() << "        }\n    }\n";
+  return o.str();
+}
+
+// The right shift (in bits) of C++ trunc_t for (R units, w): 0 when it misses.
+unsigned trunc_bits(unsigned r_units, unsigned w) {
+  const auto& e = const_tables().trunc_t.entry(trunc_key(r_units, w));
+  if (!e || !e->run) return 0;
+  const Shift s = measure(e->run);
+  if (s.left) throw std::runtime_error("trunc_t shifts left");
+  return s.amount;
+}
+// The left shift of C++ align_t(end) / right shift of extract_t(end).
+unsigned end_shift(const agq::tna::ConstTable<ShiftAction>& t, unsigned end, bool left) {
+  const auto& e = t.entry(end);
+  if (!e || !e->run) return 0;
+  const Shift s = measure(e->run);
+  if (s.left != left) throw std::runtime_error(t.name() + std::string(": unexpected direction"));
+  return s.amount;
+}
+
+// trunc_t(R units, w, g): keep = value_mask(w, g) << trunc; lanes &= keep.
+// (u >> d) & m == (u & (m << d)) >> d, and the >> d is folded into align_t.
+std::string trunc_t() {
+  const auto& grant = const_tables().grant_t;
+  const unsigned gmax = guard_bits(kMaxWorkers);
+  std::ostringstream o;
+  o << kHeader
+    << "/* trunc_t(R units, w, g): every lane &= value_mask(w, g) << d, d = the C++\n"
+    << " * trunc_t shift (4 * max(R/4 - w, 0)); the shift itself is in align_t. */\n"
+    << "#define AGQ_OPERAND_ keep\n"
+    << "    action trunc(bit<32> keep) { AGQ_LANES_FOR_EACH(AGQ_LANE_AND_) }\n"
+    << "#undef AGQ_OPERAND_\n"
+    << "    table trunc_t {\n"
+    << "        key = {\n"
+    << "            md.r_units  : exact;\n"
+    << "            md.win[6:3] : exact @name(\"w\");\n"
+    << "            md.guard    : exact;\n"
+    << "        }\n"
+    << "        actions = { trunc; }\n"
+    << "        const default_action = trunc(0);\n"
+    << "        size = 512;\n"
+    << "        const entries = {\n";
+  for (unsigned r = 1; r <= kUnits; ++r)
+    for (unsigned w = 1; w <= kUnits; ++w)
+      for (unsigned g = 0; g <= gmax; ++g) {
+        const auto& e = grant.entry(grant_key(w, g));
+        if (!e || e->value_mask == 0) continue;
+        const uint64_t keep = uint64_t(e->value_mask) << trunc_bits(r, w);
+        if (keep >> 32) throw std::runtime_error("trunc_t: value mask shifted out of the lane");
+        o << "            (" << r << ", " << w << ", " << g << ") : trunc(" << hex(keep, 8) << ");\n";
+      }
+  o << "        }\n    }\n";
+  return o.str();
+}
+
+// align_t(R units, pos, w): one constant shift = C++ align_t(end) left minus
+// C++ trunc_t right.
+std::string align_t() {
+  const auto& t = const_tables();
+  std::map<int, std::string> names;  // net shift -> action
+  std::ostringstream entries;
+  for (unsigned r = 1; r <= kUnits; ++r)
+    for (unsigned pos = 0; pos < kUnits; ++pos)
+      for (unsigned w = 1; pos + w <= kUnits; ++w) {
+        const int net = int(end_shift(t.align_t, pos + w, true)) - int(trunc_bits(r, w));
+        if (net == 0) continue;
+        const std::string name = net > 0 ? "align_" + std::to_string(net) : "align_back_" + std::to_string(-net);
+        names[net] = name;
+        entries << "            (" << r << ", " << pos << ", " << w << ") : " << name << "();\n";
+      }
+  std::ostringstream o, list;
+  o << kHeader
+    << "/* align_t(R units, pos, w): every lane << 4(8 - pos - w) - d (>> when\n"
+    << " * negative): the C++ trunc_t (>> d) and align_t (<< 4(8 - end)) shifts in\n"
+    << " * one constant shift (trunc_t already zeroed the low d bits). */\n";
+  for (const auto& [net, name] : names) {
+    o << shift_action(name, net > 0, unsigned(net > 0 ? net : -net));
+    list << " " << name << ";";
+  }
+  o << "    table align_t {\n"
+    << "        key = {\n"
+    << "            md.r_units  : exact;\n"
+    << "            md.win[2:0] : exact @name(\"pos\");\n"
+    << "            md.win[6:3] : exact @name(\"w\");\n"
+    << "        }\n"
+    << "        actions = {" << list.str() << " NoAction; }\n"
     << "        const default_action = NoAction;   /* shift by 0 */\n"
-    << "        size = " << t.key_space() << ";\n"
+    << "        size = 512;\n"
+    << "        const entries = {\n" << entries.str() << "        }\n    }\n";
+  return o.str();
+}
+
+// extract_t(win = pos | w << 3) in the egress: C++ extract_t(end = pos + w);
+// result_mask_t(win): the C++ grant_t result mask (low W bits; g = 0: every
+// window that can be granted has this mask whatever g), ANDed as action data
+// (no 32-bit PHV operand: Tofino 1's egress has 16 32-bit containers for 16 lanes).
+std::string extract_t() {
+  const auto& t = const_tables();
+  std::map<unsigned, std::string> names;
+  std::ostringstream entries;
+  for (unsigned pos = 0; pos < kUnits; ++pos)
+    for (unsigned w = 1; pos + w <= kUnits; ++w) {
+      const auto& e = t.extract_t.entry(pos + w);
+      if (!e || !e->run) continue;
+      names[end_shift(t.extract_t, pos + w, false)] = e->name;
+      entries << "            " << hex(pack_window(pos, w, false, false), 2) << " : " << e->name << "();\n";
+    }
+  std::ostringstream o, list;
+  o << kHeader
+    << "/* extract_t(win = pos | w << 3) (egress): cell >> 4(8 - pos - w), the window\n"
+    << " * right-aligned (C++ extract_t(end)). */\n";
+  for (const auto& [amount, name] : names) {
+    o << shift_action(name, false, amount);
+    list << " " << name << ";";
+  }
+  o << "    table extract_t {\n"
+    << "        key = { hdr.bridge.win : exact; }\n"
+    << "        actions = {" << list.str() << " NoAction; }\n"
+    << "        const default_action = NoAction;   /* shift by 0 */\n"
+    << "        size = 64;\n"
+    << "        const entries = {\n" << entries.str() << "        }\n    }\n";
+  return o.str();
+}
+
+std::string result_mask_t() {
+  const auto& t = const_tables();
+  std::ostringstream entries;
+  for (unsigned pos = 0; pos < kUnits; ++pos)
+    for (unsigned w = 1; pos + w <= kUnits; ++w) {
+      const auto& g = t.grant_t.entry(grant_key(w, 0));
+      if (!g || !g->ok) throw std::runtime_error("grant_t(w, 0) is not a usable grant");
+      entries << "            " << hex(pack_window(pos, w, false, false), 2) << " : result_mask("
+              << hex(g->result_mask, 8) << ");\n";
+    }
+  std::ostringstream o;
+  o << kHeader
+    << "/* result_mask_t(win = pos | w << 3) (egress): every lane &= low W bits (the\n"
+    << " * C++ grant_t result mask). */\n"
+    << "#define AGQ_OPERAND_ mask\n"
+    << "    action result_mask(bit<32> mask) { AGQ_LANES_FOR_EACH(AGQ_LANE_AND_) }\n"
+    << "#undef AGQ_OPERAND_\n"
+    << "    table result_mask_t {\n"
+    << "        key = { hdr.bridge.win : exact; }\n"
+    << "        actions = { result_mask; }\n"
+    << "        const default_action = result_mask(0);\n"
+    << "        size = 64;\n"
     << "        const entries = {\n" << entries.str() << "        }\n    }\n";
   return o.str();
 }
@@ -215,7 +360,10 @@ std::string slot_row_t() {
     const uint32_t r = e->run(0x80000000u);
     const unsigned amount = r == 0 ? 32 : unsigned(31 - log2u(r));
     if (e->run(0x12345678u) != (0x12345678u >> amount)) throw std::runtime_error("slot_row_t: not a right shift");
-    acts << "    action " << e->name << "() { md.row_off = (row_idx_t)(hdr.agq.slot >> " << amount << "); }\n";
+    if (amount >= 16)  // the whole 16-bit slot shifted out
+      acts << "    action " << e->name << "() { md.row_off = 0; }\n";
+    else
+      acts << "    action " << e->name << "() { md.row_off = (row_idx_t)(hdr.agq.slot >> " << amount << "); }\n";
     names << " " << e->name << ";";
     entries << "            " << k << " : " << e->name << "();\n";
   }
@@ -330,25 +478,18 @@ std::string agq_forward_t() {
 }
 
 std::map<std::string, std::string> all_files() {
-  const auto& t = const_tables();
   std::map<std::string, std::string> f;
   f["alloc_t.p4"] = alloc_t();
   f["window_t.p4"] = window_t();
-  f["grant_t.p4"] = grant_table(t.grant_t, "grant", "md.w", "grant_");
-  f["grant_alloc_t.p4"] = grant_table(t.grant_alloc_t, "grant_alloc", "md.new_w", "alloc_");
+  f["grant_alloc_t.p4"] = grant_alloc_t();
   f["slot_row_t.p4"] = slot_row_t();
   f["verdict.p4"] = verdict_p4();
   f["agq_forward_t.p4"] = agq_forward_t();
-  const auto plain = [](std::size_t k) { return std::to_string(k); };
-  // trunc_key(r_units, w) = r << 4 | w
-  const auto r_w = [](std::size_t k) { return "(" + std::to_string(k >> 4) + ", " + std::to_string(k & 15) + ")"; };
-  f["trunc_t.p4"] = lane_shift_table(t.trunc_t, {"md.r_units", "md.w"}, r_w, "hdr.agq",
-                                     "trunc_t(R units, w): u >> 4d, d = max(R/4 - w, 0): the low d units dropped");
-  f["align_t.p4"] = lane_shift_table(t.align_t, {"md.win_end"}, plain, "hdr.agq",
-                                     "align_t(end = pos + w): value << 4(8 - end), into the window");
-  f["extract_t.p4"] = lane_shift_table(t.extract_t, {"hdr.bridge.win_end"}, plain, "hdr.agq",
-                                       "extract_t(end = pos + w): cell >> 4(8 - end), the window right-aligned "
-                                       "(egress)");
+  f["trunc_t.p4"] = trunc_t();
+  f["result_t.p4"] = result_t();
+  f["result_mask_t.p4"] = result_mask_t();
+  f["align_t.p4"] = align_t();
+  f["extract_t.p4"] = extract_t();
   return f;
 }
 

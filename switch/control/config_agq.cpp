@@ -12,6 +12,9 @@
 #include "control/job_spec.hpp"
 #include "pipeline/agq/agq_program.hpp"
 #include "pipeline/agq_fast/agq_fast_program.hpp"
+// The compiled sizes of the Tofino program (p4src/agq): one source of truth
+// for this loader, the P4 and p4src/bfrt/setup_agq.py.
+#include "../../p4src/agq/agq_limits.h"
 
 namespace agq::control {
 namespace {
@@ -43,14 +46,43 @@ class AgqLoader {
                 "duplicate job id " + std::to_string(e.spec.job_id) + " (first at line " + std::to_string(it->second) + ")");
       cfg_.jobs.push_back(std::move(e));
     }
+    check_p4_sizes(jobs);
   }
 
  private:
   void load_agq(const toml::table& t) {
     r_.check_keys(t, "agq", {"total_rows", "total_slots"});
-    if (auto* n = t.get("total_rows")) cfg_.agq.total_rows = uint32_t(r_.integer(*n, "agq.total_rows", 1, kMaxTotalRows));
-    if (auto* n = t.get("total_slots"))
+    if (auto* n = t.get("total_rows")) {
+      cfg_.agq.total_rows = uint32_t(r_.integer(*n, "agq.total_rows", 1, kMaxTotalRows));
+      if (cfg_.agq.total_rows > AGQ_ROWS)
+        r_.fail(line_of(*n), "agq.total_rows", std::to_string(cfg_.agq.total_rows) +
+                " rows: the Tofino program's row registers hold " + std::to_string(AGQ_ROWS) +
+                " (p4src/agq/agq_limits.h AGQ_ROWS)");
+    }
+    if (auto* n = t.get("total_slots")) {
       cfg_.agq.total_slots = uint32_t(r_.integer(*n, "agq.total_slots", 1, kMaxTotalSlots));
+      if (cfg_.agq.total_slots > AGQ_SLOTS)
+        r_.fail(line_of(*n), "agq.total_slots", std::to_string(cfg_.agq.total_slots) +
+                " slots: the Tofino program's slot registers hold " + std::to_string(AGQ_SLOTS) +
+                " (p4src/agq/agq_limits.h AGQ_SLOTS)");
+    }
+  }
+
+  // More jobs or workers than the Tofino program's job_t / worker_t hold:
+  // refused at the first [[job]] beyond the size (same limits as setup_agq.py).
+  void check_p4_sizes(const std::vector<const toml::table*>& jobs) {
+    size_t workers = 0;
+    for (size_t i = 0; i < cfg_.jobs.size(); ++i) {
+      const std::string f = "job[" + std::to_string(i) + "]";
+      if (i >= AGQ_MAX_JOBS)
+        r_.fail(line_of(*jobs[i]), f, std::to_string(cfg_.jobs.size()) + " jobs: the Tofino program's job_t holds " +
+                std::to_string(AGQ_MAX_JOBS) + " (p4src/agq/agq_limits.h AGQ_MAX_JOBS)");
+      workers += cfg_.jobs[i].spec.workers.size();
+      if (workers > AGQ_MAX_WORKERS)
+        r_.fail(line_of(*jobs[i]), f + ".workers", std::to_string(workers) +
+                " workers in jobs 0.." + std::to_string(i) + ": the Tofino program's worker_t holds " +
+                std::to_string(AGQ_MAX_WORKERS) + " (p4src/agq/agq_limits.h AGQ_MAX_WORKERS)");
+    }
   }
 
   JobSpec load_job(const toml::table& t, const std::string& f) {

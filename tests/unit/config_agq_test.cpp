@@ -14,6 +14,7 @@
 #include "control/config.hpp"
 #include "pipeline/agq/agq_program.hpp"
 #include "tna/pre.hpp"
+#include "../../p4src/agq/agq_limits.h"
 
 namespace agq::control {
 namespace {
@@ -192,6 +193,43 @@ TEST_F(ConfigAgqTest, Ranges) {
   expect_error(kHead + kJob, 5, "job[0].worker", "0 [[job.worker]] tables");
   expect_error(kHead + kJob + kW0 + "[[job.worker]]\nid = 1\nport = 65535\n", 15, "job[0].worker[1].port",
                "out of range 0..65534");
+}
+
+// What the compiled Tofino program cannot hold (p4src/agq/agq_limits.h, the
+// sizes setup_agq.py checks too) is refused with the limit and its name.
+TEST_F(ConfigAgqTest, BeyondTheTofinoProgramsSizes) {
+  expect_error(kHead + "[agq]\ntotal_rows = " + std::to_string(AGQ_ROWS + 1) + "\n", 4, "agq.total_rows",
+               "row registers hold " + std::to_string(AGQ_ROWS) + " (p4src/agq/agq_limits.h AGQ_ROWS)");
+  expect_error(kHead + "[agq]\ntotal_slots = " + std::to_string(AGQ_SLOTS + 1) + "\n", 4, "agq.total_slots",
+               "slot registers hold " + std::to_string(AGQ_SLOTS) + " (p4src/agq/agq_limits.h AGQ_SLOTS)");
+  // Workers summed over jobs: full 32-worker jobs until one more than worker_t holds.
+  std::string text = kHead;
+  const int jobs = AGQ_MAX_WORKERS / 32 + 1;
+  int line = 3, last_job_line = 0;
+  for (int j = 0; j < jobs; ++j) {
+    last_job_line = line;
+    text += "[[job]]\nid = " + std::to_string(j + 1) + "\nworkers = 32\nslots = 1\nrows = 1\n";
+    line += 5;
+    for (int w = 0; w < 32; ++w) {
+      text += "[[job.worker]]\nid = " + std::to_string(w) + "\nport = 1\nip = \"10.0." + std::to_string(j % 250) + "." +
+              std::to_string(w + 1) + "\"\nmac = \"02:00:00:00:00:01\"\n";
+      line += 5;
+    }
+  }
+  expect_error(text, last_job_line, "job[" + std::to_string(jobs - 1) + "].workers",
+               "worker_t holds " + std::to_string(AGQ_MAX_WORKERS) + " (p4src/agq/agq_limits.h AGQ_MAX_WORKERS)");
+  // Jobs: one more than job_t holds (one worker each).
+  text = kHead;
+  line = 3;
+  for (int j = 0; j <= AGQ_MAX_JOBS; ++j) {
+    last_job_line = line;
+    text += "[[job]]\nid = " + std::to_string(j + 1) +
+            "\nworkers = 1\nslots = 1\nrows = 1\n[[job.worker]]\nid = 0\nport = 1\nip = \"10.0.0.1\"\n"
+            "mac = \"02:00:00:00:00:01\"\n";
+    line += 10;
+  }
+  expect_error(text, last_job_line, "job[" + std::to_string(AGQ_MAX_JOBS) + "]",
+               "job_t holds " + std::to_string(AGQ_MAX_JOBS) + " (p4src/agq/agq_limits.h AGQ_MAX_JOBS)");
 }
 
 TEST_F(ConfigAgqTest, MissingRequired) {

@@ -2,257 +2,284 @@
  * Do not edit: rebuild and run
  *   build/p4src/gen_agq_tables --out p4src/agq/generated
  * (ctest p4_generated_tables_current fails when this file is stale). */
-/* align_t(end = pos + w): value << 4(8 - end), into the window */
-    action align_28() {
-        hdr.agq.lane00 = hdr.agq.lane00 << 28;
-        hdr.agq.lane01 = hdr.agq.lane01 << 28;
-        hdr.agq.lane02 = hdr.agq.lane02 << 28;
-        hdr.agq.lane03 = hdr.agq.lane03 << 28;
-        hdr.agq.lane04 = hdr.agq.lane04 << 28;
-        hdr.agq.lane05 = hdr.agq.lane05 << 28;
-        hdr.agq.lane06 = hdr.agq.lane06 << 28;
-        hdr.agq.lane07 = hdr.agq.lane07 << 28;
-        hdr.agq.lane08 = hdr.agq.lane08 << 28;
-        hdr.agq.lane09 = hdr.agq.lane09 << 28;
-        hdr.agq.lane10 = hdr.agq.lane10 << 28;
-        hdr.agq.lane11 = hdr.agq.lane11 << 28;
-        hdr.agq.lane12 = hdr.agq.lane12 << 28;
-        hdr.agq.lane13 = hdr.agq.lane13 << 28;
-        hdr.agq.lane14 = hdr.agq.lane14 << 28;
-        hdr.agq.lane15 = hdr.agq.lane15 << 28;
-        hdr.agq.lane16 = hdr.agq.lane16 << 28;
-        hdr.agq.lane17 = hdr.agq.lane17 << 28;
-        hdr.agq.lane18 = hdr.agq.lane18 << 28;
-        hdr.agq.lane19 = hdr.agq.lane19 << 28;
-        hdr.agq.lane20 = hdr.agq.lane20 << 28;
-        hdr.agq.lane21 = hdr.agq.lane21 << 28;
-        hdr.agq.lane22 = hdr.agq.lane22 << 28;
-        hdr.agq.lane23 = hdr.agq.lane23 << 28;
-        hdr.agq.lane24 = hdr.agq.lane24 << 28;
-        hdr.agq.lane25 = hdr.agq.lane25 << 28;
-        hdr.agq.lane26 = hdr.agq.lane26 << 28;
-        hdr.agq.lane27 = hdr.agq.lane27 << 28;
-        hdr.agq.lane28 = hdr.agq.lane28 << 28;
-        hdr.agq.lane29 = hdr.agq.lane29 << 28;
-        hdr.agq.lane30 = hdr.agq.lane30 << 28;
-        hdr.agq.lane31 = hdr.agq.lane31 << 28;
-    }
-    action align_24() {
-        hdr.agq.lane00 = hdr.agq.lane00 << 24;
-        hdr.agq.lane01 = hdr.agq.lane01 << 24;
-        hdr.agq.lane02 = hdr.agq.lane02 << 24;
-        hdr.agq.lane03 = hdr.agq.lane03 << 24;
-        hdr.agq.lane04 = hdr.agq.lane04 << 24;
-        hdr.agq.lane05 = hdr.agq.lane05 << 24;
-        hdr.agq.lane06 = hdr.agq.lane06 << 24;
-        hdr.agq.lane07 = hdr.agq.lane07 << 24;
-        hdr.agq.lane08 = hdr.agq.lane08 << 24;
-        hdr.agq.lane09 = hdr.agq.lane09 << 24;
-        hdr.agq.lane10 = hdr.agq.lane10 << 24;
-        hdr.agq.lane11 = hdr.agq.lane11 << 24;
-        hdr.agq.lane12 = hdr.agq.lane12 << 24;
-        hdr.agq.lane13 = hdr.agq.lane13 << 24;
-        hdr.agq.lane14 = hdr.agq.lane14 << 24;
-        hdr.agq.lane15 = hdr.agq.lane15 << 24;
-        hdr.agq.lane16 = hdr.agq.lane16 << 24;
-        hdr.agq.lane17 = hdr.agq.lane17 << 24;
-        hdr.agq.lane18 = hdr.agq.lane18 << 24;
-        hdr.agq.lane19 = hdr.agq.lane19 << 24;
-        hdr.agq.lane20 = hdr.agq.lane20 << 24;
-        hdr.agq.lane21 = hdr.agq.lane21 << 24;
-        hdr.agq.lane22 = hdr.agq.lane22 << 24;
-        hdr.agq.lane23 = hdr.agq.lane23 << 24;
-        hdr.agq.lane24 = hdr.agq.lane24 << 24;
-        hdr.agq.lane25 = hdr.agq.lane25 << 24;
-        hdr.agq.lane26 = hdr.agq.lane26 << 24;
-        hdr.agq.lane27 = hdr.agq.lane27 << 24;
-        hdr.agq.lane28 = hdr.agq.lane28 << 24;
-        hdr.agq.lane29 = hdr.agq.lane29 << 24;
-        hdr.agq.lane30 = hdr.agq.lane30 << 24;
-        hdr.agq.lane31 = hdr.agq.lane31 << 24;
-    }
-    action align_20() {
-        hdr.agq.lane00 = hdr.agq.lane00 << 20;
-        hdr.agq.lane01 = hdr.agq.lane01 << 20;
-        hdr.agq.lane02 = hdr.agq.lane02 << 20;
-        hdr.agq.lane03 = hdr.agq.lane03 << 20;
-        hdr.agq.lane04 = hdr.agq.lane04 << 20;
-        hdr.agq.lane05 = hdr.agq.lane05 << 20;
-        hdr.agq.lane06 = hdr.agq.lane06 << 20;
-        hdr.agq.lane07 = hdr.agq.lane07 << 20;
-        hdr.agq.lane08 = hdr.agq.lane08 << 20;
-        hdr.agq.lane09 = hdr.agq.lane09 << 20;
-        hdr.agq.lane10 = hdr.agq.lane10 << 20;
-        hdr.agq.lane11 = hdr.agq.lane11 << 20;
-        hdr.agq.lane12 = hdr.agq.lane12 << 20;
-        hdr.agq.lane13 = hdr.agq.lane13 << 20;
-        hdr.agq.lane14 = hdr.agq.lane14 << 20;
-        hdr.agq.lane15 = hdr.agq.lane15 << 20;
-        hdr.agq.lane16 = hdr.agq.lane16 << 20;
-        hdr.agq.lane17 = hdr.agq.lane17 << 20;
-        hdr.agq.lane18 = hdr.agq.lane18 << 20;
-        hdr.agq.lane19 = hdr.agq.lane19 << 20;
-        hdr.agq.lane20 = hdr.agq.lane20 << 20;
-        hdr.agq.lane21 = hdr.agq.lane21 << 20;
-        hdr.agq.lane22 = hdr.agq.lane22 << 20;
-        hdr.agq.lane23 = hdr.agq.lane23 << 20;
-        hdr.agq.lane24 = hdr.agq.lane24 << 20;
-        hdr.agq.lane25 = hdr.agq.lane25 << 20;
-        hdr.agq.lane26 = hdr.agq.lane26 << 20;
-        hdr.agq.lane27 = hdr.agq.lane27 << 20;
-        hdr.agq.lane28 = hdr.agq.lane28 << 20;
-        hdr.agq.lane29 = hdr.agq.lane29 << 20;
-        hdr.agq.lane30 = hdr.agq.lane30 << 20;
-        hdr.agq.lane31 = hdr.agq.lane31 << 20;
-    }
-    action align_16() {
-        hdr.agq.lane00 = hdr.agq.lane00 << 16;
-        hdr.agq.lane01 = hdr.agq.lane01 << 16;
-        hdr.agq.lane02 = hdr.agq.lane02 << 16;
-        hdr.agq.lane03 = hdr.agq.lane03 << 16;
-        hdr.agq.lane04 = hdr.agq.lane04 << 16;
-        hdr.agq.lane05 = hdr.agq.lane05 << 16;
-        hdr.agq.lane06 = hdr.agq.lane06 << 16;
-        hdr.agq.lane07 = hdr.agq.lane07 << 16;
-        hdr.agq.lane08 = hdr.agq.lane08 << 16;
-        hdr.agq.lane09 = hdr.agq.lane09 << 16;
-        hdr.agq.lane10 = hdr.agq.lane10 << 16;
-        hdr.agq.lane11 = hdr.agq.lane11 << 16;
-        hdr.agq.lane12 = hdr.agq.lane12 << 16;
-        hdr.agq.lane13 = hdr.agq.lane13 << 16;
-        hdr.agq.lane14 = hdr.agq.lane14 << 16;
-        hdr.agq.lane15 = hdr.agq.lane15 << 16;
-        hdr.agq.lane16 = hdr.agq.lane16 << 16;
-        hdr.agq.lane17 = hdr.agq.lane17 << 16;
-        hdr.agq.lane18 = hdr.agq.lane18 << 16;
-        hdr.agq.lane19 = hdr.agq.lane19 << 16;
-        hdr.agq.lane20 = hdr.agq.lane20 << 16;
-        hdr.agq.lane21 = hdr.agq.lane21 << 16;
-        hdr.agq.lane22 = hdr.agq.lane22 << 16;
-        hdr.agq.lane23 = hdr.agq.lane23 << 16;
-        hdr.agq.lane24 = hdr.agq.lane24 << 16;
-        hdr.agq.lane25 = hdr.agq.lane25 << 16;
-        hdr.agq.lane26 = hdr.agq.lane26 << 16;
-        hdr.agq.lane27 = hdr.agq.lane27 << 16;
-        hdr.agq.lane28 = hdr.agq.lane28 << 16;
-        hdr.agq.lane29 = hdr.agq.lane29 << 16;
-        hdr.agq.lane30 = hdr.agq.lane30 << 16;
-        hdr.agq.lane31 = hdr.agq.lane31 << 16;
-    }
-    action align_12() {
-        hdr.agq.lane00 = hdr.agq.lane00 << 12;
-        hdr.agq.lane01 = hdr.agq.lane01 << 12;
-        hdr.agq.lane02 = hdr.agq.lane02 << 12;
-        hdr.agq.lane03 = hdr.agq.lane03 << 12;
-        hdr.agq.lane04 = hdr.agq.lane04 << 12;
-        hdr.agq.lane05 = hdr.agq.lane05 << 12;
-        hdr.agq.lane06 = hdr.agq.lane06 << 12;
-        hdr.agq.lane07 = hdr.agq.lane07 << 12;
-        hdr.agq.lane08 = hdr.agq.lane08 << 12;
-        hdr.agq.lane09 = hdr.agq.lane09 << 12;
-        hdr.agq.lane10 = hdr.agq.lane10 << 12;
-        hdr.agq.lane11 = hdr.agq.lane11 << 12;
-        hdr.agq.lane12 = hdr.agq.lane12 << 12;
-        hdr.agq.lane13 = hdr.agq.lane13 << 12;
-        hdr.agq.lane14 = hdr.agq.lane14 << 12;
-        hdr.agq.lane15 = hdr.agq.lane15 << 12;
-        hdr.agq.lane16 = hdr.agq.lane16 << 12;
-        hdr.agq.lane17 = hdr.agq.lane17 << 12;
-        hdr.agq.lane18 = hdr.agq.lane18 << 12;
-        hdr.agq.lane19 = hdr.agq.lane19 << 12;
-        hdr.agq.lane20 = hdr.agq.lane20 << 12;
-        hdr.agq.lane21 = hdr.agq.lane21 << 12;
-        hdr.agq.lane22 = hdr.agq.lane22 << 12;
-        hdr.agq.lane23 = hdr.agq.lane23 << 12;
-        hdr.agq.lane24 = hdr.agq.lane24 << 12;
-        hdr.agq.lane25 = hdr.agq.lane25 << 12;
-        hdr.agq.lane26 = hdr.agq.lane26 << 12;
-        hdr.agq.lane27 = hdr.agq.lane27 << 12;
-        hdr.agq.lane28 = hdr.agq.lane28 << 12;
-        hdr.agq.lane29 = hdr.agq.lane29 << 12;
-        hdr.agq.lane30 = hdr.agq.lane30 << 12;
-        hdr.agq.lane31 = hdr.agq.lane31 << 12;
-    }
-    action align_8() {
-        hdr.agq.lane00 = hdr.agq.lane00 << 8;
-        hdr.agq.lane01 = hdr.agq.lane01 << 8;
-        hdr.agq.lane02 = hdr.agq.lane02 << 8;
-        hdr.agq.lane03 = hdr.agq.lane03 << 8;
-        hdr.agq.lane04 = hdr.agq.lane04 << 8;
-        hdr.agq.lane05 = hdr.agq.lane05 << 8;
-        hdr.agq.lane06 = hdr.agq.lane06 << 8;
-        hdr.agq.lane07 = hdr.agq.lane07 << 8;
-        hdr.agq.lane08 = hdr.agq.lane08 << 8;
-        hdr.agq.lane09 = hdr.agq.lane09 << 8;
-        hdr.agq.lane10 = hdr.agq.lane10 << 8;
-        hdr.agq.lane11 = hdr.agq.lane11 << 8;
-        hdr.agq.lane12 = hdr.agq.lane12 << 8;
-        hdr.agq.lane13 = hdr.agq.lane13 << 8;
-        hdr.agq.lane14 = hdr.agq.lane14 << 8;
-        hdr.agq.lane15 = hdr.agq.lane15 << 8;
-        hdr.agq.lane16 = hdr.agq.lane16 << 8;
-        hdr.agq.lane17 = hdr.agq.lane17 << 8;
-        hdr.agq.lane18 = hdr.agq.lane18 << 8;
-        hdr.agq.lane19 = hdr.agq.lane19 << 8;
-        hdr.agq.lane20 = hdr.agq.lane20 << 8;
-        hdr.agq.lane21 = hdr.agq.lane21 << 8;
-        hdr.agq.lane22 = hdr.agq.lane22 << 8;
-        hdr.agq.lane23 = hdr.agq.lane23 << 8;
-        hdr.agq.lane24 = hdr.agq.lane24 << 8;
-        hdr.agq.lane25 = hdr.agq.lane25 << 8;
-        hdr.agq.lane26 = hdr.agq.lane26 << 8;
-        hdr.agq.lane27 = hdr.agq.lane27 << 8;
-        hdr.agq.lane28 = hdr.agq.lane28 << 8;
-        hdr.agq.lane29 = hdr.agq.lane29 << 8;
-        hdr.agq.lane30 = hdr.agq.lane30 << 8;
-        hdr.agq.lane31 = hdr.agq.lane31 << 8;
-    }
-    action align_4() {
-        hdr.agq.lane00 = hdr.agq.lane00 << 4;
-        hdr.agq.lane01 = hdr.agq.lane01 << 4;
-        hdr.agq.lane02 = hdr.agq.lane02 << 4;
-        hdr.agq.lane03 = hdr.agq.lane03 << 4;
-        hdr.agq.lane04 = hdr.agq.lane04 << 4;
-        hdr.agq.lane05 = hdr.agq.lane05 << 4;
-        hdr.agq.lane06 = hdr.agq.lane06 << 4;
-        hdr.agq.lane07 = hdr.agq.lane07 << 4;
-        hdr.agq.lane08 = hdr.agq.lane08 << 4;
-        hdr.agq.lane09 = hdr.agq.lane09 << 4;
-        hdr.agq.lane10 = hdr.agq.lane10 << 4;
-        hdr.agq.lane11 = hdr.agq.lane11 << 4;
-        hdr.agq.lane12 = hdr.agq.lane12 << 4;
-        hdr.agq.lane13 = hdr.agq.lane13 << 4;
-        hdr.agq.lane14 = hdr.agq.lane14 << 4;
-        hdr.agq.lane15 = hdr.agq.lane15 << 4;
-        hdr.agq.lane16 = hdr.agq.lane16 << 4;
-        hdr.agq.lane17 = hdr.agq.lane17 << 4;
-        hdr.agq.lane18 = hdr.agq.lane18 << 4;
-        hdr.agq.lane19 = hdr.agq.lane19 << 4;
-        hdr.agq.lane20 = hdr.agq.lane20 << 4;
-        hdr.agq.lane21 = hdr.agq.lane21 << 4;
-        hdr.agq.lane22 = hdr.agq.lane22 << 4;
-        hdr.agq.lane23 = hdr.agq.lane23 << 4;
-        hdr.agq.lane24 = hdr.agq.lane24 << 4;
-        hdr.agq.lane25 = hdr.agq.lane25 << 4;
-        hdr.agq.lane26 = hdr.agq.lane26 << 4;
-        hdr.agq.lane27 = hdr.agq.lane27 << 4;
-        hdr.agq.lane28 = hdr.agq.lane28 << 4;
-        hdr.agq.lane29 = hdr.agq.lane29 << 4;
-        hdr.agq.lane30 = hdr.agq.lane30 << 4;
-        hdr.agq.lane31 = hdr.agq.lane31 << 4;
-    }
+/* align_t(R units, pos, w): every lane << 4(8 - pos - w) - d (>> when
+ * negative): the C++ trunc_t (>> d) and align_t (<< 4(8 - end)) shifts in
+ * one constant shift (trunc_t already zeroed the low d bits). */
+#define AGQ_SHIFT_ 28
+    action align_back_28() { AGQ_LANES_FOR_EACH(AGQ_LANE_SHR_) }
+#undef AGQ_SHIFT_
+#define AGQ_SHIFT_ 24
+    action align_back_24() { AGQ_LANES_FOR_EACH(AGQ_LANE_SHR_) }
+#undef AGQ_SHIFT_
+#define AGQ_SHIFT_ 20
+    action align_back_20() { AGQ_LANES_FOR_EACH(AGQ_LANE_SHR_) }
+#undef AGQ_SHIFT_
+#define AGQ_SHIFT_ 16
+    action align_back_16() { AGQ_LANES_FOR_EACH(AGQ_LANE_SHR_) }
+#undef AGQ_SHIFT_
+#define AGQ_SHIFT_ 12
+    action align_back_12() { AGQ_LANES_FOR_EACH(AGQ_LANE_SHR_) }
+#undef AGQ_SHIFT_
+#define AGQ_SHIFT_ 8
+    action align_back_8() { AGQ_LANES_FOR_EACH(AGQ_LANE_SHR_) }
+#undef AGQ_SHIFT_
+#define AGQ_SHIFT_ 4
+    action align_back_4() { AGQ_LANES_FOR_EACH(AGQ_LANE_SHR_) }
+#undef AGQ_SHIFT_
+#define AGQ_SHIFT_ 4
+    action align_4() { AGQ_LANES_FOR_EACH(AGQ_LANE_SHL_) }
+#undef AGQ_SHIFT_
+#define AGQ_SHIFT_ 8
+    action align_8() { AGQ_LANES_FOR_EACH(AGQ_LANE_SHL_) }
+#undef AGQ_SHIFT_
+#define AGQ_SHIFT_ 12
+    action align_12() { AGQ_LANES_FOR_EACH(AGQ_LANE_SHL_) }
+#undef AGQ_SHIFT_
+#define AGQ_SHIFT_ 16
+    action align_16() { AGQ_LANES_FOR_EACH(AGQ_LANE_SHL_) }
+#undef AGQ_SHIFT_
+#define AGQ_SHIFT_ 20
+    action align_20() { AGQ_LANES_FOR_EACH(AGQ_LANE_SHL_) }
+#undef AGQ_SHIFT_
+#define AGQ_SHIFT_ 24
+    action align_24() { AGQ_LANES_FOR_EACH(AGQ_LANE_SHL_) }
+#undef AGQ_SHIFT_
+#define AGQ_SHIFT_ 28
+    action align_28() { AGQ_LANES_FOR_EACH(AGQ_LANE_SHL_) }
+#undef AGQ_SHIFT_
     table align_t {
-        key = { md.win_end : exact; }
-        actions = { align_28; align_24; align_20; align_16; align_12; align_8; align_4; NoAction; }
+        key = {
+            md.r_units  : exact;
+            md.win[2:0] : exact @name("pos");
+            md.win[6:3] : exact @name("w");
+        }
+        actions = { align_back_28; align_back_24; align_back_20; align_back_16; align_back_12; align_back_8; align_back_4; align_4; align_8; align_12; align_16; align_20; align_24; align_28; NoAction; }
         const default_action = NoAction;   /* shift by 0 */
-        size = 16;
+        size = 512;
         const entries = {
-            1 : align_28();
-            2 : align_24();
-            3 : align_20();
-            4 : align_16();
-            5 : align_12();
-            6 : align_8();
-            7 : align_4();
+            (1, 0, 1) : align_28();
+            (1, 0, 2) : align_24();
+            (1, 0, 3) : align_20();
+            (1, 0, 4) : align_16();
+            (1, 0, 5) : align_12();
+            (1, 0, 6) : align_8();
+            (1, 0, 7) : align_4();
+            (1, 1, 1) : align_24();
+            (1, 1, 2) : align_20();
+            (1, 1, 3) : align_16();
+            (1, 1, 4) : align_12();
+            (1, 1, 5) : align_8();
+            (1, 1, 6) : align_4();
+            (1, 2, 1) : align_20();
+            (1, 2, 2) : align_16();
+            (1, 2, 3) : align_12();
+            (1, 2, 4) : align_8();
+            (1, 2, 5) : align_4();
+            (1, 3, 1) : align_16();
+            (1, 3, 2) : align_12();
+            (1, 3, 3) : align_8();
+            (1, 3, 4) : align_4();
+            (1, 4, 1) : align_12();
+            (1, 4, 2) : align_8();
+            (1, 4, 3) : align_4();
+            (1, 5, 1) : align_8();
+            (1, 5, 2) : align_4();
+            (1, 6, 1) : align_4();
+            (2, 0, 1) : align_24();
+            (2, 0, 2) : align_24();
+            (2, 0, 3) : align_20();
+            (2, 0, 4) : align_16();
+            (2, 0, 5) : align_12();
+            (2, 0, 6) : align_8();
+            (2, 0, 7) : align_4();
+            (2, 1, 1) : align_20();
+            (2, 1, 2) : align_20();
+            (2, 1, 3) : align_16();
+            (2, 1, 4) : align_12();
+            (2, 1, 5) : align_8();
+            (2, 1, 6) : align_4();
+            (2, 2, 1) : align_16();
+            (2, 2, 2) : align_16();
+            (2, 2, 3) : align_12();
+            (2, 2, 4) : align_8();
+            (2, 2, 5) : align_4();
+            (2, 3, 1) : align_12();
+            (2, 3, 2) : align_12();
+            (2, 3, 3) : align_8();
+            (2, 3, 4) : align_4();
+            (2, 4, 1) : align_8();
+            (2, 4, 2) : align_8();
+            (2, 4, 3) : align_4();
+            (2, 5, 1) : align_4();
+            (2, 5, 2) : align_4();
+            (2, 7, 1) : align_back_4();
+            (3, 0, 1) : align_20();
+            (3, 0, 2) : align_20();
+            (3, 0, 3) : align_20();
+            (3, 0, 4) : align_16();
+            (3, 0, 5) : align_12();
+            (3, 0, 6) : align_8();
+            (3, 0, 7) : align_4();
+            (3, 1, 1) : align_16();
+            (3, 1, 2) : align_16();
+            (3, 1, 3) : align_16();
+            (3, 1, 4) : align_12();
+            (3, 1, 5) : align_8();
+            (3, 1, 6) : align_4();
+            (3, 2, 1) : align_12();
+            (3, 2, 2) : align_12();
+            (3, 2, 3) : align_12();
+            (3, 2, 4) : align_8();
+            (3, 2, 5) : align_4();
+            (3, 3, 1) : align_8();
+            (3, 3, 2) : align_8();
+            (3, 3, 3) : align_8();
+            (3, 3, 4) : align_4();
+            (3, 4, 1) : align_4();
+            (3, 4, 2) : align_4();
+            (3, 4, 3) : align_4();
+            (3, 6, 1) : align_back_4();
+            (3, 6, 2) : align_back_4();
+            (3, 7, 1) : align_back_8();
+            (4, 0, 1) : align_16();
+            (4, 0, 2) : align_16();
+            (4, 0, 3) : align_16();
+            (4, 0, 4) : align_16();
+            (4, 0, 5) : align_12();
+            (4, 0, 6) : align_8();
+            (4, 0, 7) : align_4();
+            (4, 1, 1) : align_12();
+            (4, 1, 2) : align_12();
+            (4, 1, 3) : align_12();
+            (4, 1, 4) : align_12();
+            (4, 1, 5) : align_8();
+            (4, 1, 6) : align_4();
+            (4, 2, 1) : align_8();
+            (4, 2, 2) : align_8();
+            (4, 2, 3) : align_8();
+            (4, 2, 4) : align_8();
+            (4, 2, 5) : align_4();
+            (4, 3, 1) : align_4();
+            (4, 3, 2) : align_4();
+            (4, 3, 3) : align_4();
+            (4, 3, 4) : align_4();
+            (4, 5, 1) : align_back_4();
+            (4, 5, 2) : align_back_4();
+            (4, 5, 3) : align_back_4();
+            (4, 6, 1) : align_back_8();
+            (4, 6, 2) : align_back_8();
+            (4, 7, 1) : align_back_12();
+            (5, 0, 1) : align_12();
+            (5, 0, 2) : align_12();
+            (5, 0, 3) : align_12();
+            (5, 0, 4) : align_12();
+            (5, 0, 5) : align_12();
+            (5, 0, 6) : align_8();
+            (5, 0, 7) : align_4();
+            (5, 1, 1) : align_8();
+            (5, 1, 2) : align_8();
+            (5, 1, 3) : align_8();
+            (5, 1, 4) : align_8();
+            (5, 1, 5) : align_8();
+            (5, 1, 6) : align_4();
+            (5, 2, 1) : align_4();
+            (5, 2, 2) : align_4();
+            (5, 2, 3) : align_4();
+            (5, 2, 4) : align_4();
+            (5, 2, 5) : align_4();
+            (5, 4, 1) : align_back_4();
+            (5, 4, 2) : align_back_4();
+            (5, 4, 3) : align_back_4();
+            (5, 4, 4) : align_back_4();
+            (5, 5, 1) : align_back_8();
+            (5, 5, 2) : align_back_8();
+            (5, 5, 3) : align_back_8();
+            (5, 6, 1) : align_back_12();
+            (5, 6, 2) : align_back_12();
+            (5, 7, 1) : align_back_16();
+            (6, 0, 1) : align_8();
+            (6, 0, 2) : align_8();
+            (6, 0, 3) : align_8();
+            (6, 0, 4) : align_8();
+            (6, 0, 5) : align_8();
+            (6, 0, 6) : align_8();
+            (6, 0, 7) : align_4();
+            (6, 1, 1) : align_4();
+            (6, 1, 2) : align_4();
+            (6, 1, 3) : align_4();
+            (6, 1, 4) : align_4();
+            (6, 1, 5) : align_4();
+            (6, 1, 6) : align_4();
+            (6, 3, 1) : align_back_4();
+            (6, 3, 2) : align_back_4();
+            (6, 3, 3) : align_back_4();
+            (6, 3, 4) : align_back_4();
+            (6, 3, 5) : align_back_4();
+            (6, 4, 1) : align_back_8();
+            (6, 4, 2) : align_back_8();
+            (6, 4, 3) : align_back_8();
+            (6, 4, 4) : align_back_8();
+            (6, 5, 1) : align_back_12();
+            (6, 5, 2) : align_back_12();
+            (6, 5, 3) : align_back_12();
+            (6, 6, 1) : align_back_16();
+            (6, 6, 2) : align_back_16();
+            (6, 7, 1) : align_back_20();
+            (7, 0, 1) : align_4();
+            (7, 0, 2) : align_4();
+            (7, 0, 3) : align_4();
+            (7, 0, 4) : align_4();
+            (7, 0, 5) : align_4();
+            (7, 0, 6) : align_4();
+            (7, 0, 7) : align_4();
+            (7, 2, 1) : align_back_4();
+            (7, 2, 2) : align_back_4();
+            (7, 2, 3) : align_back_4();
+            (7, 2, 4) : align_back_4();
+            (7, 2, 5) : align_back_4();
+            (7, 2, 6) : align_back_4();
+            (7, 3, 1) : align_back_8();
+            (7, 3, 2) : align_back_8();
+            (7, 3, 3) : align_back_8();
+            (7, 3, 4) : align_back_8();
+            (7, 3, 5) : align_back_8();
+            (7, 4, 1) : align_back_12();
+            (7, 4, 2) : align_back_12();
+            (7, 4, 3) : align_back_12();
+            (7, 4, 4) : align_back_12();
+            (7, 5, 1) : align_back_16();
+            (7, 5, 2) : align_back_16();
+            (7, 5, 3) : align_back_16();
+            (7, 6, 1) : align_back_20();
+            (7, 6, 2) : align_back_20();
+            (7, 7, 1) : align_back_24();
+            (8, 1, 1) : align_back_4();
+            (8, 1, 2) : align_back_4();
+            (8, 1, 3) : align_back_4();
+            (8, 1, 4) : align_back_4();
+            (8, 1, 5) : align_back_4();
+            (8, 1, 6) : align_back_4();
+            (8, 1, 7) : align_back_4();
+            (8, 2, 1) : align_back_8();
+            (8, 2, 2) : align_back_8();
+            (8, 2, 3) : align_back_8();
+            (8, 2, 4) : align_back_8();
+            (8, 2, 5) : align_back_8();
+            (8, 2, 6) : align_back_8();
+            (8, 3, 1) : align_back_12();
+            (8, 3, 2) : align_back_12();
+            (8, 3, 3) : align_back_12();
+            (8, 3, 4) : align_back_12();
+            (8, 3, 5) : align_back_12();
+            (8, 4, 1) : align_back_16();
+            (8, 4, 2) : align_back_16();
+            (8, 4, 3) : align_back_16();
+            (8, 4, 4) : align_back_16();
+            (8, 5, 1) : align_back_20();
+            (8, 5, 2) : align_back_20();
+            (8, 5, 3) : align_back_20();
+            (8, 6, 1) : align_back_24();
+            (8, 6, 2) : align_back_24();
+            (8, 7, 1) : align_back_28();
         }
     }

@@ -2,257 +2,62 @@
  * Do not edit: rebuild and run
  *   build/p4src/gen_agq_tables --out p4src/agq/generated
  * (ctest p4_generated_tables_current fails when this file is stale). */
-/* extract_t(end = pos + w): cell >> 4(8 - end), the window right-aligned (egress) */
-    action extract_28() {
-        hdr.agq.lane00 = hdr.agq.lane00 >> 28;
-        hdr.agq.lane01 = hdr.agq.lane01 >> 28;
-        hdr.agq.lane02 = hdr.agq.lane02 >> 28;
-        hdr.agq.lane03 = hdr.agq.lane03 >> 28;
-        hdr.agq.lane04 = hdr.agq.lane04 >> 28;
-        hdr.agq.lane05 = hdr.agq.lane05 >> 28;
-        hdr.agq.lane06 = hdr.agq.lane06 >> 28;
-        hdr.agq.lane07 = hdr.agq.lane07 >> 28;
-        hdr.agq.lane08 = hdr.agq.lane08 >> 28;
-        hdr.agq.lane09 = hdr.agq.lane09 >> 28;
-        hdr.agq.lane10 = hdr.agq.lane10 >> 28;
-        hdr.agq.lane11 = hdr.agq.lane11 >> 28;
-        hdr.agq.lane12 = hdr.agq.lane12 >> 28;
-        hdr.agq.lane13 = hdr.agq.lane13 >> 28;
-        hdr.agq.lane14 = hdr.agq.lane14 >> 28;
-        hdr.agq.lane15 = hdr.agq.lane15 >> 28;
-        hdr.agq.lane16 = hdr.agq.lane16 >> 28;
-        hdr.agq.lane17 = hdr.agq.lane17 >> 28;
-        hdr.agq.lane18 = hdr.agq.lane18 >> 28;
-        hdr.agq.lane19 = hdr.agq.lane19 >> 28;
-        hdr.agq.lane20 = hdr.agq.lane20 >> 28;
-        hdr.agq.lane21 = hdr.agq.lane21 >> 28;
-        hdr.agq.lane22 = hdr.agq.lane22 >> 28;
-        hdr.agq.lane23 = hdr.agq.lane23 >> 28;
-        hdr.agq.lane24 = hdr.agq.lane24 >> 28;
-        hdr.agq.lane25 = hdr.agq.lane25 >> 28;
-        hdr.agq.lane26 = hdr.agq.lane26 >> 28;
-        hdr.agq.lane27 = hdr.agq.lane27 >> 28;
-        hdr.agq.lane28 = hdr.agq.lane28 >> 28;
-        hdr.agq.lane29 = hdr.agq.lane29 >> 28;
-        hdr.agq.lane30 = hdr.agq.lane30 >> 28;
-        hdr.agq.lane31 = hdr.agq.lane31 >> 28;
-    }
-    action extract_24() {
-        hdr.agq.lane00 = hdr.agq.lane00 >> 24;
-        hdr.agq.lane01 = hdr.agq.lane01 >> 24;
-        hdr.agq.lane02 = hdr.agq.lane02 >> 24;
-        hdr.agq.lane03 = hdr.agq.lane03 >> 24;
-        hdr.agq.lane04 = hdr.agq.lane04 >> 24;
-        hdr.agq.lane05 = hdr.agq.lane05 >> 24;
-        hdr.agq.lane06 = hdr.agq.lane06 >> 24;
-        hdr.agq.lane07 = hdr.agq.lane07 >> 24;
-        hdr.agq.lane08 = hdr.agq.lane08 >> 24;
-        hdr.agq.lane09 = hdr.agq.lane09 >> 24;
-        hdr.agq.lane10 = hdr.agq.lane10 >> 24;
-        hdr.agq.lane11 = hdr.agq.lane11 >> 24;
-        hdr.agq.lane12 = hdr.agq.lane12 >> 24;
-        hdr.agq.lane13 = hdr.agq.lane13 >> 24;
-        hdr.agq.lane14 = hdr.agq.lane14 >> 24;
-        hdr.agq.lane15 = hdr.agq.lane15 >> 24;
-        hdr.agq.lane16 = hdr.agq.lane16 >> 24;
-        hdr.agq.lane17 = hdr.agq.lane17 >> 24;
-        hdr.agq.lane18 = hdr.agq.lane18 >> 24;
-        hdr.agq.lane19 = hdr.agq.lane19 >> 24;
-        hdr.agq.lane20 = hdr.agq.lane20 >> 24;
-        hdr.agq.lane21 = hdr.agq.lane21 >> 24;
-        hdr.agq.lane22 = hdr.agq.lane22 >> 24;
-        hdr.agq.lane23 = hdr.agq.lane23 >> 24;
-        hdr.agq.lane24 = hdr.agq.lane24 >> 24;
-        hdr.agq.lane25 = hdr.agq.lane25 >> 24;
-        hdr.agq.lane26 = hdr.agq.lane26 >> 24;
-        hdr.agq.lane27 = hdr.agq.lane27 >> 24;
-        hdr.agq.lane28 = hdr.agq.lane28 >> 24;
-        hdr.agq.lane29 = hdr.agq.lane29 >> 24;
-        hdr.agq.lane30 = hdr.agq.lane30 >> 24;
-        hdr.agq.lane31 = hdr.agq.lane31 >> 24;
-    }
-    action extract_20() {
-        hdr.agq.lane00 = hdr.agq.lane00 >> 20;
-        hdr.agq.lane01 = hdr.agq.lane01 >> 20;
-        hdr.agq.lane02 = hdr.agq.lane02 >> 20;
-        hdr.agq.lane03 = hdr.agq.lane03 >> 20;
-        hdr.agq.lane04 = hdr.agq.lane04 >> 20;
-        hdr.agq.lane05 = hdr.agq.lane05 >> 20;
-        hdr.agq.lane06 = hdr.agq.lane06 >> 20;
-        hdr.agq.lane07 = hdr.agq.lane07 >> 20;
-        hdr.agq.lane08 = hdr.agq.lane08 >> 20;
-        hdr.agq.lane09 = hdr.agq.lane09 >> 20;
-        hdr.agq.lane10 = hdr.agq.lane10 >> 20;
-        hdr.agq.lane11 = hdr.agq.lane11 >> 20;
-        hdr.agq.lane12 = hdr.agq.lane12 >> 20;
-        hdr.agq.lane13 = hdr.agq.lane13 >> 20;
-        hdr.agq.lane14 = hdr.agq.lane14 >> 20;
-        hdr.agq.lane15 = hdr.agq.lane15 >> 20;
-        hdr.agq.lane16 = hdr.agq.lane16 >> 20;
-        hdr.agq.lane17 = hdr.agq.lane17 >> 20;
-        hdr.agq.lane18 = hdr.agq.lane18 >> 20;
-        hdr.agq.lane19 = hdr.agq.lane19 >> 20;
-        hdr.agq.lane20 = hdr.agq.lane20 >> 20;
-        hdr.agq.lane21 = hdr.agq.lane21 >> 20;
-        hdr.agq.lane22 = hdr.agq.lane22 >> 20;
-        hdr.agq.lane23 = hdr.agq.lane23 >> 20;
-        hdr.agq.lane24 = hdr.agq.lane24 >> 20;
-        hdr.agq.lane25 = hdr.agq.lane25 >> 20;
-        hdr.agq.lane26 = hdr.agq.lane26 >> 20;
-        hdr.agq.lane27 = hdr.agq.lane27 >> 20;
-        hdr.agq.lane28 = hdr.agq.lane28 >> 20;
-        hdr.agq.lane29 = hdr.agq.lane29 >> 20;
-        hdr.agq.lane30 = hdr.agq.lane30 >> 20;
-        hdr.agq.lane31 = hdr.agq.lane31 >> 20;
-    }
-    action extract_16() {
-        hdr.agq.lane00 = hdr.agq.lane00 >> 16;
-        hdr.agq.lane01 = hdr.agq.lane01 >> 16;
-        hdr.agq.lane02 = hdr.agq.lane02 >> 16;
-        hdr.agq.lane03 = hdr.agq.lane03 >> 16;
-        hdr.agq.lane04 = hdr.agq.lane04 >> 16;
-        hdr.agq.lane05 = hdr.agq.lane05 >> 16;
-        hdr.agq.lane06 = hdr.agq.lane06 >> 16;
-        hdr.agq.lane07 = hdr.agq.lane07 >> 16;
-        hdr.agq.lane08 = hdr.agq.lane08 >> 16;
-        hdr.agq.lane09 = hdr.agq.lane09 >> 16;
-        hdr.agq.lane10 = hdr.agq.lane10 >> 16;
-        hdr.agq.lane11 = hdr.agq.lane11 >> 16;
-        hdr.agq.lane12 = hdr.agq.lane12 >> 16;
-        hdr.agq.lane13 = hdr.agq.lane13 >> 16;
-        hdr.agq.lane14 = hdr.agq.lane14 >> 16;
-        hdr.agq.lane15 = hdr.agq.lane15 >> 16;
-        hdr.agq.lane16 = hdr.agq.lane16 >> 16;
-        hdr.agq.lane17 = hdr.agq.lane17 >> 16;
-        hdr.agq.lane18 = hdr.agq.lane18 >> 16;
-        hdr.agq.lane19 = hdr.agq.lane19 >> 16;
-        hdr.agq.lane20 = hdr.agq.lane20 >> 16;
-        hdr.agq.lane21 = hdr.agq.lane21 >> 16;
-        hdr.agq.lane22 = hdr.agq.lane22 >> 16;
-        hdr.agq.lane23 = hdr.agq.lane23 >> 16;
-        hdr.agq.lane24 = hdr.agq.lane24 >> 16;
-        hdr.agq.lane25 = hdr.agq.lane25 >> 16;
-        hdr.agq.lane26 = hdr.agq.lane26 >> 16;
-        hdr.agq.lane27 = hdr.agq.lane27 >> 16;
-        hdr.agq.lane28 = hdr.agq.lane28 >> 16;
-        hdr.agq.lane29 = hdr.agq.lane29 >> 16;
-        hdr.agq.lane30 = hdr.agq.lane30 >> 16;
-        hdr.agq.lane31 = hdr.agq.lane31 >> 16;
-    }
-    action extract_12() {
-        hdr.agq.lane00 = hdr.agq.lane00 >> 12;
-        hdr.agq.lane01 = hdr.agq.lane01 >> 12;
-        hdr.agq.lane02 = hdr.agq.lane02 >> 12;
-        hdr.agq.lane03 = hdr.agq.lane03 >> 12;
-        hdr.agq.lane04 = hdr.agq.lane04 >> 12;
-        hdr.agq.lane05 = hdr.agq.lane05 >> 12;
-        hdr.agq.lane06 = hdr.agq.lane06 >> 12;
-        hdr.agq.lane07 = hdr.agq.lane07 >> 12;
-        hdr.agq.lane08 = hdr.agq.lane08 >> 12;
-        hdr.agq.lane09 = hdr.agq.lane09 >> 12;
-        hdr.agq.lane10 = hdr.agq.lane10 >> 12;
-        hdr.agq.lane11 = hdr.agq.lane11 >> 12;
-        hdr.agq.lane12 = hdr.agq.lane12 >> 12;
-        hdr.agq.lane13 = hdr.agq.lane13 >> 12;
-        hdr.agq.lane14 = hdr.agq.lane14 >> 12;
-        hdr.agq.lane15 = hdr.agq.lane15 >> 12;
-        hdr.agq.lane16 = hdr.agq.lane16 >> 12;
-        hdr.agq.lane17 = hdr.agq.lane17 >> 12;
-        hdr.agq.lane18 = hdr.agq.lane18 >> 12;
-        hdr.agq.lane19 = hdr.agq.lane19 >> 12;
-        hdr.agq.lane20 = hdr.agq.lane20 >> 12;
-        hdr.agq.lane21 = hdr.agq.lane21 >> 12;
-        hdr.agq.lane22 = hdr.agq.lane22 >> 12;
-        hdr.agq.lane23 = hdr.agq.lane23 >> 12;
-        hdr.agq.lane24 = hdr.agq.lane24 >> 12;
-        hdr.agq.lane25 = hdr.agq.lane25 >> 12;
-        hdr.agq.lane26 = hdr.agq.lane26 >> 12;
-        hdr.agq.lane27 = hdr.agq.lane27 >> 12;
-        hdr.agq.lane28 = hdr.agq.lane28 >> 12;
-        hdr.agq.lane29 = hdr.agq.lane29 >> 12;
-        hdr.agq.lane30 = hdr.agq.lane30 >> 12;
-        hdr.agq.lane31 = hdr.agq.lane31 >> 12;
-    }
-    action extract_8() {
-        hdr.agq.lane00 = hdr.agq.lane00 >> 8;
-        hdr.agq.lane01 = hdr.agq.lane01 >> 8;
-        hdr.agq.lane02 = hdr.agq.lane02 >> 8;
-        hdr.agq.lane03 = hdr.agq.lane03 >> 8;
-        hdr.agq.lane04 = hdr.agq.lane04 >> 8;
-        hdr.agq.lane05 = hdr.agq.lane05 >> 8;
-        hdr.agq.lane06 = hdr.agq.lane06 >> 8;
-        hdr.agq.lane07 = hdr.agq.lane07 >> 8;
-        hdr.agq.lane08 = hdr.agq.lane08 >> 8;
-        hdr.agq.lane09 = hdr.agq.lane09 >> 8;
-        hdr.agq.lane10 = hdr.agq.lane10 >> 8;
-        hdr.agq.lane11 = hdr.agq.lane11 >> 8;
-        hdr.agq.lane12 = hdr.agq.lane12 >> 8;
-        hdr.agq.lane13 = hdr.agq.lane13 >> 8;
-        hdr.agq.lane14 = hdr.agq.lane14 >> 8;
-        hdr.agq.lane15 = hdr.agq.lane15 >> 8;
-        hdr.agq.lane16 = hdr.agq.lane16 >> 8;
-        hdr.agq.lane17 = hdr.agq.lane17 >> 8;
-        hdr.agq.lane18 = hdr.agq.lane18 >> 8;
-        hdr.agq.lane19 = hdr.agq.lane19 >> 8;
-        hdr.agq.lane20 = hdr.agq.lane20 >> 8;
-        hdr.agq.lane21 = hdr.agq.lane21 >> 8;
-        hdr.agq.lane22 = hdr.agq.lane22 >> 8;
-        hdr.agq.lane23 = hdr.agq.lane23 >> 8;
-        hdr.agq.lane24 = hdr.agq.lane24 >> 8;
-        hdr.agq.lane25 = hdr.agq.lane25 >> 8;
-        hdr.agq.lane26 = hdr.agq.lane26 >> 8;
-        hdr.agq.lane27 = hdr.agq.lane27 >> 8;
-        hdr.agq.lane28 = hdr.agq.lane28 >> 8;
-        hdr.agq.lane29 = hdr.agq.lane29 >> 8;
-        hdr.agq.lane30 = hdr.agq.lane30 >> 8;
-        hdr.agq.lane31 = hdr.agq.lane31 >> 8;
-    }
-    action extract_4() {
-        hdr.agq.lane00 = hdr.agq.lane00 >> 4;
-        hdr.agq.lane01 = hdr.agq.lane01 >> 4;
-        hdr.agq.lane02 = hdr.agq.lane02 >> 4;
-        hdr.agq.lane03 = hdr.agq.lane03 >> 4;
-        hdr.agq.lane04 = hdr.agq.lane04 >> 4;
-        hdr.agq.lane05 = hdr.agq.lane05 >> 4;
-        hdr.agq.lane06 = hdr.agq.lane06 >> 4;
-        hdr.agq.lane07 = hdr.agq.lane07 >> 4;
-        hdr.agq.lane08 = hdr.agq.lane08 >> 4;
-        hdr.agq.lane09 = hdr.agq.lane09 >> 4;
-        hdr.agq.lane10 = hdr.agq.lane10 >> 4;
-        hdr.agq.lane11 = hdr.agq.lane11 >> 4;
-        hdr.agq.lane12 = hdr.agq.lane12 >> 4;
-        hdr.agq.lane13 = hdr.agq.lane13 >> 4;
-        hdr.agq.lane14 = hdr.agq.lane14 >> 4;
-        hdr.agq.lane15 = hdr.agq.lane15 >> 4;
-        hdr.agq.lane16 = hdr.agq.lane16 >> 4;
-        hdr.agq.lane17 = hdr.agq.lane17 >> 4;
-        hdr.agq.lane18 = hdr.agq.lane18 >> 4;
-        hdr.agq.lane19 = hdr.agq.lane19 >> 4;
-        hdr.agq.lane20 = hdr.agq.lane20 >> 4;
-        hdr.agq.lane21 = hdr.agq.lane21 >> 4;
-        hdr.agq.lane22 = hdr.agq.lane22 >> 4;
-        hdr.agq.lane23 = hdr.agq.lane23 >> 4;
-        hdr.agq.lane24 = hdr.agq.lane24 >> 4;
-        hdr.agq.lane25 = hdr.agq.lane25 >> 4;
-        hdr.agq.lane26 = hdr.agq.lane26 >> 4;
-        hdr.agq.lane27 = hdr.agq.lane27 >> 4;
-        hdr.agq.lane28 = hdr.agq.lane28 >> 4;
-        hdr.agq.lane29 = hdr.agq.lane29 >> 4;
-        hdr.agq.lane30 = hdr.agq.lane30 >> 4;
-        hdr.agq.lane31 = hdr.agq.lane31 >> 4;
-    }
+/* extract_t(win = pos | w << 3) (egress): cell >> 4(8 - pos - w), the window
+ * right-aligned (C++ extract_t(end)). */
+#define AGQ_SHIFT_ 4
+    action extract_4() { AGQ_LANES_FOR_EACH(AGQ_LANE_SHR_) }
+#undef AGQ_SHIFT_
+#define AGQ_SHIFT_ 8
+    action extract_8() { AGQ_LANES_FOR_EACH(AGQ_LANE_SHR_) }
+#undef AGQ_SHIFT_
+#define AGQ_SHIFT_ 12
+    action extract_12() { AGQ_LANES_FOR_EACH(AGQ_LANE_SHR_) }
+#undef AGQ_SHIFT_
+#define AGQ_SHIFT_ 16
+    action extract_16() { AGQ_LANES_FOR_EACH(AGQ_LANE_SHR_) }
+#undef AGQ_SHIFT_
+#define AGQ_SHIFT_ 20
+    action extract_20() { AGQ_LANES_FOR_EACH(AGQ_LANE_SHR_) }
+#undef AGQ_SHIFT_
+#define AGQ_SHIFT_ 24
+    action extract_24() { AGQ_LANES_FOR_EACH(AGQ_LANE_SHR_) }
+#undef AGQ_SHIFT_
+#define AGQ_SHIFT_ 28
+    action extract_28() { AGQ_LANES_FOR_EACH(AGQ_LANE_SHR_) }
+#undef AGQ_SHIFT_
     table extract_t {
-        key = { hdr.bridge.win_end : exact; }
-        actions = { extract_28; extract_24; extract_20; extract_16; extract_12; extract_8; extract_4; NoAction; }
+        key = { hdr.bridge.win : exact; }
+        actions = { extract_4; extract_8; extract_12; extract_16; extract_20; extract_24; extract_28; NoAction; }
         const default_action = NoAction;   /* shift by 0 */
-        size = 16;
+        size = 64;
         const entries = {
-            1 : extract_28();
-            2 : extract_24();
-            3 : extract_20();
-            4 : extract_16();
-            5 : extract_12();
-            6 : extract_8();
-            7 : extract_4();
+            0x08 : extract_28();
+            0x10 : extract_24();
+            0x18 : extract_20();
+            0x20 : extract_16();
+            0x28 : extract_12();
+            0x30 : extract_8();
+            0x38 : extract_4();
+            0x09 : extract_24();
+            0x11 : extract_20();
+            0x19 : extract_16();
+            0x21 : extract_12();
+            0x29 : extract_8();
+            0x31 : extract_4();
+            0x0a : extract_20();
+            0x12 : extract_16();
+            0x1a : extract_12();
+            0x22 : extract_8();
+            0x2a : extract_4();
+            0x0b : extract_16();
+            0x13 : extract_12();
+            0x1b : extract_8();
+            0x23 : extract_4();
+            0x0c : extract_12();
+            0x14 : extract_8();
+            0x1c : extract_4();
+            0x0d : extract_8();
+            0x15 : extract_4();
+            0x0e : extract_4();
         }
     }

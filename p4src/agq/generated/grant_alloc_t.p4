@@ -2,75 +2,63 @@
  * Do not edit: rebuild and run
  *   build/p4src/gen_agq_tables --out p4src/agq/generated
  * (ctest p4_generated_tables_current fails when this file is stale). */
-/* grant_t(w, g): is a grant of w units usable for guard g (W - g >= 2),
- * the contribution mask (low W - g bits) and the result mask (low W bits). */
-    action grant_alloc(bit<1> ok, bit<32> value_mask, bit<32> result_mask) {
+/* grant_alloc_t(w, g): is a grant of w units usable for guard g (W - g >= 2). */
+    action grant_alloc(bit<1> ok) {
         md.alloc_ok = ok;
-        md.alloc_value_mask = value_mask;
-        md.alloc_result_mask = result_mask;
     }
     table grant_alloc_t {
         key = {
             md.new_w : exact;
-            md.guard3 : exact;
+            md.guard : exact;
         }
         actions = { grant_alloc; }
-        const default_action = grant_alloc(0, 0, 0);
+        const default_action = grant_alloc(0);
         size = 128;
         const entries = {
-            (0, 0) : grant_alloc(0, 0x00000000, 0x00000000);
-            (0, 1) : grant_alloc(0, 0x00000000, 0x00000000);
-            (0, 2) : grant_alloc(0, 0x00000000, 0x00000000);
-            (0, 3) : grant_alloc(0, 0x00000000, 0x00000000);
-            (0, 4) : grant_alloc(0, 0x00000000, 0x00000000);
-            (0, 5) : grant_alloc(0, 0x00000000, 0x00000000);
-            (1, 0) : grant_alloc(1, 0x0000000f, 0x0000000f);
-            (1, 1) : grant_alloc(1, 0x00000007, 0x0000000f);
-            (1, 2) : grant_alloc(1, 0x00000003, 0x0000000f);
-            (1, 3) : grant_alloc(0, 0x00000000, 0x00000000);
-            (1, 4) : grant_alloc(0, 0x00000000, 0x00000000);
-            (1, 5) : grant_alloc(0, 0x00000000, 0x00000000);
-            (2, 0) : grant_alloc(1, 0x000000ff, 0x000000ff);
-            (2, 1) : grant_alloc(1, 0x0000007f, 0x000000ff);
-            (2, 2) : grant_alloc(1, 0x0000003f, 0x000000ff);
-            (2, 3) : grant_alloc(1, 0x0000001f, 0x000000ff);
-            (2, 4) : grant_alloc(1, 0x0000000f, 0x000000ff);
-            (2, 5) : grant_alloc(1, 0x00000007, 0x000000ff);
-            (3, 0) : grant_alloc(1, 0x00000fff, 0x00000fff);
-            (3, 1) : grant_alloc(1, 0x000007ff, 0x00000fff);
-            (3, 2) : grant_alloc(1, 0x000003ff, 0x00000fff);
-            (3, 3) : grant_alloc(1, 0x000001ff, 0x00000fff);
-            (3, 4) : grant_alloc(1, 0x000000ff, 0x00000fff);
-            (3, 5) : grant_alloc(1, 0x0000007f, 0x00000fff);
-            (4, 0) : grant_alloc(1, 0x0000ffff, 0x0000ffff);
-            (4, 1) : grant_alloc(1, 0x00007fff, 0x0000ffff);
-            (4, 2) : grant_alloc(1, 0x00003fff, 0x0000ffff);
-            (4, 3) : grant_alloc(1, 0x00001fff, 0x0000ffff);
-            (4, 4) : grant_alloc(1, 0x00000fff, 0x0000ffff);
-            (4, 5) : grant_alloc(1, 0x000007ff, 0x0000ffff);
-            (5, 0) : grant_alloc(1, 0x000fffff, 0x000fffff);
-            (5, 1) : grant_alloc(1, 0x0007ffff, 0x000fffff);
-            (5, 2) : grant_alloc(1, 0x0003ffff, 0x000fffff);
-            (5, 3) : grant_alloc(1, 0x0001ffff, 0x000fffff);
-            (5, 4) : grant_alloc(1, 0x0000ffff, 0x000fffff);
-            (5, 5) : grant_alloc(1, 0x00007fff, 0x000fffff);
-            (6, 0) : grant_alloc(1, 0x00ffffff, 0x00ffffff);
-            (6, 1) : grant_alloc(1, 0x007fffff, 0x00ffffff);
-            (6, 2) : grant_alloc(1, 0x003fffff, 0x00ffffff);
-            (6, 3) : grant_alloc(1, 0x001fffff, 0x00ffffff);
-            (6, 4) : grant_alloc(1, 0x000fffff, 0x00ffffff);
-            (6, 5) : grant_alloc(1, 0x0007ffff, 0x00ffffff);
-            (7, 0) : grant_alloc(1, 0x0fffffff, 0x0fffffff);
-            (7, 1) : grant_alloc(1, 0x07ffffff, 0x0fffffff);
-            (7, 2) : grant_alloc(1, 0x03ffffff, 0x0fffffff);
-            (7, 3) : grant_alloc(1, 0x01ffffff, 0x0fffffff);
-            (7, 4) : grant_alloc(1, 0x00ffffff, 0x0fffffff);
-            (7, 5) : grant_alloc(1, 0x007fffff, 0x0fffffff);
-            (8, 0) : grant_alloc(1, 0xffffffff, 0xffffffff);
-            (8, 1) : grant_alloc(1, 0x7fffffff, 0xffffffff);
-            (8, 2) : grant_alloc(1, 0x3fffffff, 0xffffffff);
-            (8, 3) : grant_alloc(1, 0x1fffffff, 0xffffffff);
-            (8, 4) : grant_alloc(1, 0x0fffffff, 0xffffffff);
-            (8, 5) : grant_alloc(1, 0x07ffffff, 0xffffffff);
+            (1, 0) : grant_alloc(1);
+            (1, 1) : grant_alloc(1);
+            (1, 2) : grant_alloc(1);
+            (2, 0) : grant_alloc(1);
+            (2, 1) : grant_alloc(1);
+            (2, 2) : grant_alloc(1);
+            (2, 3) : grant_alloc(1);
+            (2, 4) : grant_alloc(1);
+            (2, 5) : grant_alloc(1);
+            (3, 0) : grant_alloc(1);
+            (3, 1) : grant_alloc(1);
+            (3, 2) : grant_alloc(1);
+            (3, 3) : grant_alloc(1);
+            (3, 4) : grant_alloc(1);
+            (3, 5) : grant_alloc(1);
+            (4, 0) : grant_alloc(1);
+            (4, 1) : grant_alloc(1);
+            (4, 2) : grant_alloc(1);
+            (4, 3) : grant_alloc(1);
+            (4, 4) : grant_alloc(1);
+            (4, 5) : grant_alloc(1);
+            (5, 0) : grant_alloc(1);
+            (5, 1) : grant_alloc(1);
+            (5, 2) : grant_alloc(1);
+            (5, 3) : grant_alloc(1);
+            (5, 4) : grant_alloc(1);
+            (5, 5) : grant_alloc(1);
+            (6, 0) : grant_alloc(1);
+            (6, 1) : grant_alloc(1);
+            (6, 2) : grant_alloc(1);
+            (6, 3) : grant_alloc(1);
+            (6, 4) : grant_alloc(1);
+            (6, 5) : grant_alloc(1);
+            (7, 0) : grant_alloc(1);
+            (7, 1) : grant_alloc(1);
+            (7, 2) : grant_alloc(1);
+            (7, 3) : grant_alloc(1);
+            (7, 4) : grant_alloc(1);
+            (7, 5) : grant_alloc(1);
+            (8, 0) : grant_alloc(1);
+            (8, 1) : grant_alloc(1);
+            (8, 2) : grant_alloc(1);
+            (8, 3) : grant_alloc(1);
+            (8, 4) : grant_alloc(1);
+            (8, 5) : grant_alloc(1);
         }
     }

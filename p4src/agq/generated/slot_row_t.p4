@@ -19,7 +19,7 @@
     action row_shift_13() { md.row_off = (row_idx_t)(hdr.agq.slot >> 13); }
     action row_shift_14() { md.row_off = (row_idx_t)(hdr.agq.slot >> 14); }
     action row_shift_15() { md.row_off = (row_idx_t)(hdr.agq.slot >> 15); }
-    action row_shift_16() { md.row_off = (row_idx_t)(hdr.agq.slot >> 16); }
+    action row_shift_16() { md.row_off = 0; }
     table slot_row_t {
         key = { md.row_shift : exact; }
         actions = { row_shift_0; row_shift_1; row_shift_2; row_shift_3; row_shift_4; row_shift_5; row_shift_6; row_shift_7; row_shift_8; row_shift_9; row_shift_10; row_shift_11; row_shift_12; row_shift_13; row_shift_14; row_shift_15; row_shift_16; }

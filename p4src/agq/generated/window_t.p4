@@ -2,60 +2,65 @@
  * Do not edit: rebuild and run
  *   build/p4src/gen_agq_tables --out p4src/agq/generated
  * (ctest p4_generated_tables_current fails when this file is stale). */
-/* window_t(pos, w): the cell bits and row_occupancy bits of a window;
- * used to release the slot's previous window of version v. */
-    action window(bit<32> cell_mask, bit<8> occ_mask) {
-        md.clear_mask = ~cell_mask;
+/* window_t(pos, w, FALLBACK of the slot_window half): the cell bits and
+ * row_occupancy bits of a window, used to release the slot's previous
+ * window of version v (C++: w = 0 when FALLBACK; here FALLBACK = 1 misses).
+ * The action loads every lane with ~cell bits, lane_clear's operand. */
+#define AGQ_OPERAND_ keep
+    action window(bit<32> keep, bit<8> occ_mask) {
+        AGQ_LANES_FOR_EACH(AGQ_LANE_SET_)
         md.old_occ_mask = occ_mask;
+        md.old_hit = 1;
     }
+#undef AGQ_OPERAND_
     action no_window() {
-        md.clear_mask = 0xffffffff;
         md.old_occ_mask = 0;
     }
     table window_t {
         key = {
-            md.old_pos : exact;
-            md.old_w   : exact;
+            md.win[2:0] : exact @name("pos");
+            md.win[6:3] : exact @name("w");
+            md.win[7:7] : exact @name("fallback");
         }
         actions = { window; no_window; }
         const default_action = no_window();
         size = 128;
         const entries = {
-            (0, 1) : window(0xf0000000, 0x80);
-            (0, 2) : window(0xff000000, 0xc0);
-            (0, 3) : window(0xfff00000, 0xe0);
-            (0, 4) : window(0xffff0000, 0xf0);
-            (0, 5) : window(0xfffff000, 0xf8);
-            (0, 6) : window(0xffffff00, 0xfc);
-            (0, 7) : window(0xfffffff0, 0xfe);
-            (0, 8) : window(0xffffffff, 0xff);
-            (1, 1) : window(0x0f000000, 0x40);
-            (1, 2) : window(0x0ff00000, 0x60);
-            (1, 3) : window(0x0fff0000, 0x70);
-            (1, 4) : window(0x0ffff000, 0x78);
-            (1, 5) : window(0x0fffff00, 0x7c);
-            (1, 6) : window(0x0ffffff0, 0x7e);
-            (1, 7) : window(0x0fffffff, 0x7f);
-            (2, 1) : window(0x00f00000, 0x20);
-            (2, 2) : window(0x00ff0000, 0x30);
-            (2, 3) : window(0x00fff000, 0x38);
-            (2, 4) : window(0x00ffff00, 0x3c);
-            (2, 5) : window(0x00fffff0, 0x3e);
-            (2, 6) : window(0x00ffffff, 0x3f);
-            (3, 1) : window(0x000f0000, 0x10);
-            (3, 2) : window(0x000ff000, 0x18);
-            (3, 3) : window(0x000fff00, 0x1c);
-            (3, 4) : window(0x000ffff0, 0x1e);
-            (3, 5) : window(0x000fffff, 0x1f);
-            (4, 1) : window(0x0000f000, 0x08);
-            (4, 2) : window(0x0000ff00, 0x0c);
-            (4, 3) : window(0x0000fff0, 0x0e);
-            (4, 4) : window(0x0000ffff, 0x0f);
-            (5, 1) : window(0x00000f00, 0x04);
-            (5, 2) : window(0x00000ff0, 0x06);
-            (5, 3) : window(0x00000fff, 0x07);
-            (6, 1) : window(0x000000f0, 0x02);
-            (6, 2) : window(0x000000ff, 0x03);
-            (7, 1) : window(0x0000000f, 0x01);
+            (0, 1, 0) : window(0x0fffffff, 0x80);
+            (0, 2, 0) : window(0x00ffffff, 0xc0);
+            (0, 3, 0) : window(0x000fffff, 0xe0);
+            (0, 4, 0) : window(0x0000ffff, 0xf0);
+            (0, 5, 0) : window(0x00000fff, 0xf8);
+            (0, 6, 0) : window(0x000000ff, 0xfc);
+            (0, 7, 0) : window(0x0000000f, 0xfe);
+            (0, 8, 0) : window(0x00000000, 0xff);
+            (1, 1, 0) : window(0xf0ffffff, 0x40);
+            (1, 2, 0) : window(0xf00fffff, 0x60);
+            (1, 3, 0) : window(0xf000ffff, 0x70);
+            (1, 4, 0) : window(0xf0000fff, 0x78);
+            (1, 5, 0) : window(0xf00000ff, 0x7c);
+            (1, 6, 0) : window(0xf000000f, 0x7e);
+            (1, 7, 0) : window(0xf0000000, 0x7f);
+            (2, 1, 0) : window(0xff0fffff, 0x20);
+            (2, 2, 0) : window(0xff00ffff, 0x30);
+            (2, 3, 0) : window(0xff000fff, 0x38);
+            (2, 4, 0) : window(0xff0000ff, 0x3c);
+            (2, 5, 0) : window(0xff00000f, 0x3e);
+            (2, 6, 0) : window(0xff000000, 0x3f);
+            (3, 1, 0) : window(0xfff0ffff, 0x10);
+            (3, 2, 0) : window(0xfff00fff, 0x18);
+            (3, 3, 0) : window(0xfff000ff, 0x1c);
+            (3, 4, 0) : window(0xfff0000f, 0x1e);
+            (3, 5, 0) : window(0xfff00000, 0x1f);
+            (4, 1, 0) : window(0xffff0fff, 0x08);
+            (4, 2, 0) : window(0xffff00ff, 0x0c);
+            (4, 3, 0) : window(0xffff000f, 0x0e);
+            (4, 4, 0) : window(0xffff0000, 0x0f);
+            (5, 1, 0) : window(0xfffff0ff, 0x04);
+            (5, 2, 0) : window(0xfffff00f, 0x06);
+            (5, 3, 0) : window(0xfffff000, 0x07);
+            (6, 1, 0) : window(0xffffff0f, 0x02);
+            (6, 2, 0) : window(0xffffff00, 0x03);
+            (7, 1, 0) : window(0xfffffff0, 0x01);
         }
     }

@@ -1,0 +1,153 @@
+#!/usr/bin/env python3
+"""Compile p4src/agq for one Tofino target with the open-source compilers
+(../shared/tools/p4c: p4test and bf-p4c) and check the result: exit 0 when
+p4test and bf-p4c accept the program without an error and the stages stay
+within the budget; 1 on an error or a stage count above the budget; 77
+(ctest SKIP_RETURN_CODE) when the tools are not there.
+
+    p4_compile.py --tools DIR --target tofino2 --out build/p4/agq-t2 \\
+                  --max-ingress-stages 16 --max-egress-stages 4 [--summary FILE]
+
+Prints one summary line per target (stages, SALUs, compile time) and writes
+OUT/summary.json: what docs/PIPELINE.md quotes (bf-p4c -g: OUT/pipe/logs/
+resources.json, the .bfa's `stage N ingress:` lines)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+SKIP = 77
+SRC = Path(__file__).resolve().parents[1] / "agq"
+TARGETS = {"tofino": ("tna", 1), "tofino2": ("t2na", 2)}
+
+
+def tool_bin(tools: Path) -> Path | None:
+    unpack = tools / "unpack"
+    if not unpack.is_file():
+        return None
+    out = subprocess.run([str(unpack)], capture_output=True, text=True, check=True).stdout.strip()
+    return Path(out.splitlines()[-1])
+
+
+def errors_in(text: str) -> list[str]:
+    # bf-p4c / p4test report "file(line): [--Werror=...] error: ..." or "error: ..."
+    return [l for l in text.splitlines() if re.search(r"\berror\b", l) and "warning" not in l
+            and not re.match(r"\s*0 errors?,", l)]
+
+
+def stages_of(bfa: Path) -> dict[str, int]:
+    used: dict[str, set[int]] = {"ingress": set(), "egress": set()}
+    for m in re.finditer(r"^\s*stage (\d+) (ingress|egress):", bfa.read_text(), re.M):
+        used[m.group(2)].add(int(m.group(1)))
+    return {g: (max(s) + 1 if s else 0) for g, s in used.items()}
+
+
+def placement_of(ctx: Path) -> dict:
+    """gress -> stage -> sorted object names (tables, gateways' tables,
+    registers, counters) from bf-p4c's context.json."""
+    out: dict[str, dict[int, list[str]]] = {"ingress": {}, "egress": {}}
+    if not ctx.is_file():
+        return out
+    for t in json.loads(ctx.read_text()).get("tables", []):
+        gress = t.get("direction")
+        if gress not in out:
+            continue
+        name = t.get("name", "?").split(".")[-1] if t.get("table_type") == "match" else t.get("name", "?")
+        kind = {"stateful": "register", "statistics": "counter"}.get(t.get("table_type"), "")
+        label = f"{name} ({kind})" if kind else name
+        for st in t.get("stage_tables", []):
+            out[gress].setdefault(int(st.get("stage_number", -1)), set()).add(label)
+    return {g: {s: sorted(v) for s, v in sorted(st.items())} for g, st in out.items()}
+
+
+def resources_of(res: Path) -> dict:
+    """SALUs, SRAM/TCAM/map RAM blocks, hash bits per gress and stage from
+    bf-p4c's resources.json (schema: resources.mau.mau_stages[])."""
+    if not res.is_file():
+        return {}
+    d = json.loads(res.read_text())
+    mau = d.get("resources", {}).get("mau", {})
+    out = {"stages": []}
+    for st in mau.get("mau_stages", []):
+        row = {"stage": st.get("stage_number")}
+        for key, name in (("srams", "sram"), ("tcams", "tcam"), ("map_rams", "map_ram"),
+                          ("meter_alus", "salu"), ("stateful_alus", "salu")):
+            v = st.get(key)
+            if isinstance(v, list):
+                row[name] = row.get(name, 0) + len(v)
+        out["stages"].append(row)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tools", required=True, type=Path)
+    ap.add_argument("--target", required=True, choices=sorted(TARGETS))
+    ap.add_argument("--out", required=True, type=Path)
+    ap.add_argument("--max-ingress-stages", type=int, required=True)
+    ap.add_argument("--max-egress-stages", type=int, required=True)
+    a = ap.parse_args()
+
+    bin_dir = tool_bin(a.tools)
+    if bin_dir is None:
+        print(f"SKIPPED: no P4 compilers at {a.tools} (set AGQ_P4TOOLS or -DAGQ_P4TOOLS_DIR)")
+        return SKIP
+    arch, tnum = TARGETS[a.target]
+    env = dict(os.environ, PATH=f"{bin_dir}:{os.environ.get('PATH', '')}")
+    prog = SRC / "agq.p4"
+
+    t0 = time.monotonic()
+    p = subprocess.run([str(bin_dir / "p4test"), f"-D__TARGET_TOFINO__={tnum}", "-I", str(SRC), str(prog)],
+                       capture_output=True, text=True, env=env)
+    t_p4test = time.monotonic() - t0
+    if p.returncode != 0 or errors_in(p.stdout + p.stderr):
+        sys.stdout.write(p.stdout + p.stderr)
+        print(f"FAIL: p4test ({a.target}) exit {p.returncode}")
+        return 1
+
+    a.out.mkdir(parents=True, exist_ok=True)
+    cmd = [str(bin_dir / "bf-p4c"), "--target", a.target, "--arch", arch, "-g", "-I", str(SRC),
+           "-o", str(a.out), str(prog)]
+    t0 = time.monotonic()
+    c = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    t_bf = time.monotonic() - t0
+    (a.out / "bf-p4c.log").write_text(c.stdout + c.stderr)
+    errs = errors_in(c.stdout + c.stderr)
+    if c.returncode != 0 or errs:
+        sys.stdout.write(c.stdout + c.stderr)
+        print(f"FAIL: bf-p4c ({a.target}) exit {c.returncode}")
+        return 1
+
+    bfa = next((a.out / "pipe").glob("*.bfa"), None)
+    if bfa is None:
+        print(f"FAIL: bf-p4c wrote no .bfa under {a.out}/pipe")
+        return 1
+    stages = stages_of(bfa)
+    summary = {"target": a.target, "arch": arch, "stages": stages,
+               "p4test_s": round(t_p4test, 1), "bf_p4c_s": round(t_bf, 1),
+               "command": " ".join(["bf-p4c"] + cmd[1:]),
+               "resources": resources_of(a.out / "pipe" / "logs" / "resources.json"),
+               "placement": placement_of(a.out / "pipe" / "context.json")}
+    (a.out / "summary.json").write_text(json.dumps(summary, indent=1))
+    print(f"{a.target}: ingress {stages['ingress']} stages (budget {a.max_ingress_stages}), "
+          f"egress {stages['egress']} (budget {a.max_egress_stages}); "
+          f"p4test {t_p4test:.1f} s, bf-p4c {t_bf:.1f} s")
+    over = []
+    if stages["ingress"] > a.max_ingress_stages:
+        over.append(f"ingress {stages['ingress']} > {a.max_ingress_stages}")
+    if stages["egress"] > a.max_egress_stages:
+        over.append(f"egress {stages['egress']} > {a.max_egress_stages}")
+    if over:
+        print("FAIL: above the documented stage budget (docs/PIPELINE.md): " + ", ".join(over))
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
