@@ -101,6 +101,11 @@ bool Ports::link_up(uint16_t port) const {
   return link.link_status == RTE_ETH_LINK_UP;
 }
 
+bool Ports::reconnect(uint16_t port) {
+  rte_eth_dev_stop(ports_[port].id);
+  return rte_eth_dev_start(ports_[port].id) == 0;
+}
+
 unsigned Ports::rx_burst(uint16_t port, rte_mbuf** mbufs) {
   return rte_eth_rx_burst(ports_[port].id, 0, mbufs, kBurst);
 }

@@ -48,6 +48,9 @@ class Ports final : public TxSink {
   uint16_t queues(uint16_t port) const;
   unsigned rx_burst(uint16_t port, uint16_t queue, rte_mbuf** mbufs, unsigned n);
   bool link_up(uint16_t port) const;
+  // memif: a client whose server went away does not reconnect by itself;
+  // stop and start the port so it connects to a server serving the socket again.
+  bool reconnect(uint16_t port);
 
  private:
   struct Port {

@@ -55,7 +55,7 @@ void agq_worker_loop(AgqWorkerEngine& eng, MbufFrameIo& io, Ports& ports, const 
   dataplane::IdleBackoff idle(o.idle_sleep_us);
   Progress progress;
   const uint64_t period = uint64_t(o.progress_s * 1e9);
-  uint64_t next_progress = now_ns() + period, next_link = 0;
+  uint64_t next_progress = now_ns() + period, next_link = 0, next_reconnect = 0;
   std::vector<uint8_t> up(ports.count(), 1);
   progress.line("worker", eng.counters(), eng.elements_done(), eng.outstanding(), now_ns());
   std::string names;
@@ -91,8 +91,15 @@ void agq_worker_loop(AgqWorkerEngine& eng, MbufFrameIo& io, Ports& ports, const 
       // a switch serves the socket again (the PMD reconnects by itself).
       next_link = now + 20'000'000;
       for (uint16_t p = 0; p < ports.count(); ++p) {
-        const bool u = ports.link_up(p);
+        bool u = ports.link_up(p);
+        if (!u && !up[p] && now >= next_reconnect) {
+          // Down for a while: ask again (a restarted switch serves the socket anew).
+          next_reconnect = now + 500'000'000;
+          ports.reconnect(p);
+          u = ports.link_up(p);
+        }
         if (u == bool(up[p])) continue;
+        if (!u) next_reconnect = now + 300'000'000;
         up[p] = u;
         io.set_link(p, u);
         eng.on_link(u, now);
