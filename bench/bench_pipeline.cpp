@@ -37,6 +37,7 @@
 #include "pipeline/agq/encoding.hpp"
 #include "pipeline/classic/classic_program.hpp"
 #include "pipeline/classic/tables.hpp"
+#include "pipeline/reference/classic_reference.hpp"
 #include "proto/agq.hpp"
 #include "proto/frame.hpp"
 #include "tna/pre.hpp"
@@ -281,27 +282,62 @@ struct PipelineUnderTest {
   bool burst = false;
   // A fresh program with its forwarding entries (static MAC 02:..:02 ->
   // port 2) and, for agq, every shape's job.
-  std::function<std::unique_ptr<agq::pipeline::SwitchProgram>(agq::tna::ReplicationEngine&)> make;
+  std::function<std::unique_ptr<agq::tna::Program>(agq::tna::ReplicationEngine&)> make;
   // This pipeline's traces (its wire format); l2_forward is added to every list.
   std::function<std::vector<NamedTrace>()> traces;
 };
 
+// The harness alone: a program that touches nothing and drops everything.
+// Its rows are what every other row pays for copying frames into the
+// buffers and reading the decisions back.
+class NullProgram final : public agq::tna::Program {
+ public:
+  std::string_view name() const override { return "null"; }
+  agq::tna::Decision process(std::span<uint8_t>, const agq::tna::IngressIntrinsicMd&) override {
+    return agq::tna::Decision::drop(0);
+  }
+  void process_burst(agq::tna::BurstPacket* pkts, unsigned n) override {
+    for (unsigned i = 0; i < n; ++i) pkts[i].decision = agq::tna::Decision::drop(0);
+  }
+  void visit_counters(const agq::tna::CounterVisitor&) const override {}
+  void clear_counters() override {}
+  void clear_state() override {}
+};
+
 std::vector<PipelineUnderTest> pipelines() {
   std::vector<PipelineUnderTest> v;
-  v.push_back({"classic",
-               false,
-               [](agq::tna::ReplicationEngine& pre) -> std::unique_ptr<agq::pipeline::SwitchProgram> {
-                 agq::pipeline::classic::ClassicConfig cfg{0, {1, 2}, 35000};
-                 auto p = std::make_unique<agq::pipeline::classic::ClassicProgram>(cfg, agq::pipeline::ForwardingConfig{}, pre);
-                 p->forwarding().add_static_mac({0x02, 0, 0, 0, 0, 0x02}, 2);
-                 return p;
-               },
-               [] {
-                 std::vector<NamedTrace> out;
-                 for (const Shape& s : kShapes()) out.push_back({s.name, classic_trace(s)});
-                 out.push_back({"worked_example", classic_worked_example()});
-                 return out;
-               }});
+  // classic: the fast program (what the switch runs), beside the
+  // implementation it replaced, kept as its reference model (classic_ref:
+  // TNA-vocabulary registers and tables, full header decode/encode,
+  // std::unordered_map forwarding tables), and the harness alone (null);
+  // each per packet (process()) and in bursts (process_burst(), *_burst).
+  auto classic_traces = [] {
+    std::vector<NamedTrace> out;
+    for (const Shape& s : kShapes()) out.push_back({s.name, classic_trace(s)});
+    out.push_back({"worked_example", classic_worked_example()});
+    return out;
+  };
+  auto classic_fast = [](agq::tna::ReplicationEngine& pre) -> std::unique_ptr<agq::tna::Program> {
+    agq::pipeline::classic::ClassicConfig cfg{0, {1, 2}, 35000};
+    auto p = std::make_unique<agq::pipeline::classic::ClassicProgram>(cfg, agq::pipeline::ForwardingConfig{}, pre);
+    p->forwarding().add_static_mac({0x02, 0, 0, 0, 0, 0x02}, 2);
+    return p;
+  };
+  auto classic_ref = [](agq::tna::ReplicationEngine& pre) -> std::unique_ptr<agq::tna::Program> {
+    agq::pipeline::classic::ClassicConfig cfg{0, {1, 2}, 35000};
+    auto p = std::make_unique<agq::pipeline::reference::ClassicReference>(cfg, agq::pipeline::ForwardingConfig{}, pre);
+    p->forwarding().add_static_mac({0x02, 0, 0, 0, 0, 0x02}, 2);
+    return p;
+  };
+  auto null_program = [](agq::tna::ReplicationEngine&) -> std::unique_ptr<agq::tna::Program> {
+    return std::make_unique<NullProgram>();
+  };
+  auto no_traces = [] { return std::vector<NamedTrace>{}; };
+  v.push_back({"null", false, null_program, no_traces});
+  v.push_back({"null_burst", true, null_program, no_traces});
+  v.push_back({"classic", false, classic_fast, classic_traces});
+  v.push_back({"classic_burst", true, classic_fast, classic_traces});
+  v.push_back({"classic_ref", false, classic_ref, classic_traces});
   // agq: the TNA model (the reference) and the fast program the switch
   // runs, both through process_burst() in bursts of kBurst, side by side;
   // the fast one also with each SIMD variant the CPU has, on n4_w16.
@@ -315,7 +351,7 @@ std::vector<PipelineUnderTest> pipelines() {
     };
   };
   auto agq_fast = [](agq::pipeline::agq::fast::Simd simd) {
-    return [simd](agq::tna::ReplicationEngine& pre) -> std::unique_ptr<agq::pipeline::SwitchProgram> {
+    return [simd](agq::tna::ReplicationEngine& pre) -> std::unique_ptr<agq::tna::Program> {
       auto p = std::make_unique<agq::pipeline::agq::fast::AgqFastProgram>(agq::pipeline::agq::AgqConfig{},
                                                                           agq::pipeline::ForwardingConfig{}, pre);
       p->set_simd(simd);
@@ -326,7 +362,7 @@ std::vector<PipelineUnderTest> pipelines() {
   };
   v.push_back({"agq",
                true,
-               [](agq::tna::ReplicationEngine& pre) -> std::unique_ptr<agq::pipeline::SwitchProgram> {
+               [](agq::tna::ReplicationEngine& pre) -> std::unique_ptr<agq::tna::Program> {
                  auto p = std::make_unique<agq::pipeline::agq::AgqProgram>(agq::pipeline::agq::AgqConfig{},
                                                                           agq::pipeline::ForwardingConfig{}, pre);
                  p->forwarding().add_static_mac({0x02, 0, 0, 0, 0, 0x02}, 2);

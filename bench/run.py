@@ -488,7 +488,7 @@ class Bench:
                 "ps_retries": pj["counters"]["retries"], "mismatches": pj.get("mismatches"),
                 "quantization_rms": pj.get("quantization_error", {}).get("rms")}
 
-    def e2e_agq_one(self, n: int, mbytes: int) -> dict | None:
+    def e2e_agq_one(self, n: int, mbytes: int, verify: str = "sample:64", loss: float = 0.0) -> dict | None:
         """agq pipeline: one job of n workers (ids alternate between switch
         ports 1 and 2, two worker processes), PS on port 0 for fallback,
         256 slots in 128 rows, one round, error budget 1e-3; addresses as
@@ -512,8 +512,16 @@ class Bench:
         if not wait_for(lambda: all((self.work / f"m{i}.sock").exists() for i in range(3)), 15):
             self.procs.stop(sw)
             return None
+        if loss:
+            # the switch's drop simulator on every port, both directions
+            wait_for(lambda: ctl.exists(), 10)
+            for port in range(3):
+                for d in ("rx", "tx"):
+                    subprocess.run([str(self.bin["switch"].parent / "agqctl"), "--socket", str(ctl), "drop",
+                                    str(port), d, str(loss)], capture_output=True, timeout=10)
         args = ["--protocol", "agq", "--job-id", 1, "--workers", n, "--slots", 256, "--rows", 128,
-                "--elements", elements, "--rounds", 1, "--error-budget", "1e-3", "--progress", 0, "--json"]
+                "--elements", elements, "--rounds", 1, "--error-budget", "1e-3", "--progress", 0, "--json",
+                "--verify", verify]
 
         def proc(name, sock, extra):
             v = f"net_memif0,role=client,id=0,socket={self.work}/m{sock}.sock,socket-abstract=no"
@@ -532,7 +540,8 @@ class Bench:
             return {"workers": n, "mbytes": mbytes, "status": "failed", "pipeline": "agq"}
         wj = [x[-1] for x in wj]
         secs = max(w["seconds"] for w in wj) or float("nan")
-        return {"pipeline": "agq", "workers": n, "mbytes": mbytes, "elements": elements,
+        return {"pipeline": "agq", "workers": n, "mbytes": mbytes, "elements": elements, "verify": verify,
+                "loss": loss,
                 "status": "ok" if all(w["status"] == "ok" for w in wj) else "failed",
                 "seconds": secs, "elements_per_s": elements / secs,
                 "goodput_gbps": elements * 32 / secs / 1e9,
@@ -599,6 +608,13 @@ class Bench:
                         if r:
                             agqp.append(r)
                             agq_rate = r.get("elements_per_s") if r.get("status") == "ok" else None
+                        if r and mb == sizes[0]:
+                            # beside it: every result verified, and 1% loss on every port and direction
+                            for v, loss in (("all", 0.0), ("sample:64", 0.01)):
+                                self.progress(f"end to end: agq N={n} {mb} MB --verify {v} loss {loss}")
+                                x = self.e2e_agq_one(n, mb, v, loss)
+                                if x:
+                                    agqp.append(x)
                 self.progress(f"end to end: MPI_Allreduce N={n} {mb} MB")
                 m = self.mpi_one(n, mb)
                 if m:
@@ -774,13 +790,16 @@ def markdown(res: dict) -> str:
                      f"{fmt(m.get('elements_per_s'), 0) if m else '–'} | {fmt(m.get('goodput_gbps'), 3)} | {fmt(ratio, 3)} |")
         if e.get("agq_pipeline"):
             L += ["", "The agq pipeline (`agq-worker --protocol agq`, one round, error budget 1e-3, "
-                  "256 slots in 128 rows), same tensors:", "",
-                  "| N | tensor MB | status | s | elem/s | Gbit/s | retransmissions | mismatches | avg granted bits | "
-                  "switch memory vs 32 bit | rms error | classic elem/s | MPI elem/s |",
-                  "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  "256 slots in 128 rows), same tensors; verify = results checked against the scalar "
+                  "reference (sample:64 = one chunk in 64), loss = the switch's drop simulator on every port "
+                  "and direction:", "",
+                  "| N | tensor MB | verify | loss | status | s | elem/s | Gbit/s | retransmissions | mismatches | "
+                  "avg granted bits | switch memory vs 32 bit | rms error | classic elem/s | MPI elem/s |",
+                  "|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
             for a in e["agq_pipeline"]:
                 k = (a["workers"], a["mbytes"])
-                L.append(f"| {a['workers']} | {a['mbytes']} | {a.get('status', '–')} | {fmt(a.get('seconds'))} | "
+                L.append(f"| {a['workers']} | {a['mbytes']} | {a.get('verify', 'all')} | {a.get('loss', 0):g} | "
+                         f"{a.get('status', '–')} | {fmt(a.get('seconds'))} | "
                          f"{fmt(a.get('elements_per_s'), 0)} | {fmt(a.get('goodput_gbps'), 3)} | "
                          f"{fmt(a.get('retransmissions'))} | {fmt(a.get('mismatches'))} | "
                          f"{fmt(a.get('avg_granted_bits'))} | {fmt(a.get('memory_saving_x'))}x | "
@@ -909,7 +928,8 @@ def plots(res: dict, out: Path) -> list[str]:
         for src, style in (("agq", "-o"), ("agq_pipeline", "-^"), ("mpi", "--s")):
             for n in sorted({r["workers"] for r in e.get(src, [])}):
                 pts = sorted((r["mbytes"], r["elements_per_s"]) for r in e[src]
-                             if r["workers"] == n and r.get("elements_per_s"))
+                             if r["workers"] == n and r.get("elements_per_s") and not r.get("loss")
+                             and r.get("verify", "sample:64") != "all")
                 if pts:
                     ax.plot([p[0] for p in pts], [p[1] for p in pts], style, label=f"{names[src]} N={n}")
         ax.set_xscale("log", base=2)

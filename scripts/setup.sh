@@ -11,6 +11,7 @@ PKGS=(
   python3 python3-scapy python3-pytest python3-numpy python3-matplotlib openmpi-bin libopenmpi-dev
   tcpdump tshark tmux iproute2 procps iputils-ping arping
   pybind11-dev python3-torch   # libagq's Python module and the DDP hook (workers/python, tests/torch)
+  clang libclang-rt-14-dev     # libFuzzer target (scripts/fuzz.sh)
 )
 
 missing=()

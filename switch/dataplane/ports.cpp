@@ -108,7 +108,7 @@ void Ports::create_pools() {
   // Plus, per lcore, the software hand-off rings (rx to the owner, tx to a
   // shared queue's owner): SwitchDataplane::kHandoffRing each at most.
   const uint64_t handoff = lcores > 1 ? lcores * (1 + nports) * 1024 : 0;
-  const unsigned n = pool_size(rx_ring + tx_ring + lcores * per_lcore + handoff + kPoolSlack);
+  const unsigned n = pool_size(rx_ring + tx_ring + lcores * per_lcore + handoff + kPoolSlack + opt_.extra_mbufs);
   pool_ = rte_pktmbuf_pool_create("agq_mbuf", n, kPoolCache, 0, RTE_MBUF_DEFAULT_BUF_SIZE, socket);
   if (!pool_)
     throw PortError("mbuf pool of " + std::to_string(n) + " mbufs: " + rte_strerror(rte_errno) +

@@ -52,6 +52,7 @@ struct PortOptions {
   // When set (e.g. by SIGINT), waiting for memif servers gives up at once.
   const std::atomic<bool>* cancel = nullptr;
   bool with_clone_pool = true;  // indirect mbufs for multicast replicas
+  unsigned extra_mbufs = 0;     // held by the application (agq-worker: one per outstanding slot)
 };
 
 struct PortInfo {

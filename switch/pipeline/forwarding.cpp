@@ -1,8 +1,8 @@
 // Ordinary ToR switching (see forwarding.hpp for the tables and their order).
 //
-// Everything here runs under the owning Program's lock, so the tables need no
-// synchronisation of their own. The only per-packet allocation is the node a
-// newly learned MAC takes in the exact table.
+// An instance belongs to one lcore (or to the single-threaded tests), so the
+// tables need no synchronisation. Nothing here allocates on the packet path:
+// the flat tables are sized at construction.
 #include "pipeline/forwarding.hpp"
 
 #include <algorithm>
@@ -17,66 +17,72 @@ namespace {
 // group addresses: multicast and broadcast. On Tofino this is one ternary
 // entry 01:00:00:00:00:00 &&& 01:00:00:00:00:00 in front of dmac; a bit test
 // is the same match without a table walk.
-bool is_group(const Mac& m) { return (m[0] & 0x01) != 0; }
+bool is_group(uint64_t mac_key) { return (mac_key >> 40 & 1) != 0; }
 
 uint16_t reason(DropReason r) { return static_cast<uint16_t>(r); }
 
-uint64_t mac_key(const Mac& m) {
-  uint64_t v = 0;
-  for (uint8_t b : m) v = v << 8 | b;
-  return v;
+// htype 1 (Ethernet), ptype 0x0800, hlen 6, plen 4, oper 1 (request): the
+// first 8 bytes of an ARP request we may answer, as one big-endian word.
+constexpr uint64_t kArpEthIpv4Request = 0x0001080006040001ull;
+
+uint64_t load_be64(const uint8_t* p) {
+  uint64_t v;
+  __builtin_memcpy(&v, p, 8);
+  return __builtin_bswap64(v);
+}
+void store_mac(uint8_t* p, uint64_t k) {
+  const uint16_t hi = __builtin_bswap16(uint16_t(k >> 32));
+  const uint32_t lo = __builtin_bswap32(uint32_t(k));
+  __builtin_memcpy(p, &hi, 2);
+  __builtin_memcpy(p + 2, &lo, 4);
 }
 
 }  // namespace
 
 Forwarding::Forwarding(ForwardingConfig cfg)
-    : cfg_(cfg),
-      // Default actions: kNoPort is NoAction for ipv4_host and "flood" for
-      // dmac; a zero MAC for arp_proxy is never used (a miss is checked with
-      // get(), not by comparing the default).
-      ipv4_host_("ipv4_host", cfg.route_capacity, tna::kNoPort),
-      dmac_("dmac", cfg.mac_capacity, MacEntry{}),
-      arp_proxy_("arp_proxy", cfg.arp_capacity, Mac{}) {}
+    : cfg_(cfg), ipv4_host_(cfg.route_capacity), dmac_(cfg.mac_capacity), arp_proxy_(cfg.arp_capacity) {}
 
 // --- control plane ---------------------------------------------------------
 
 bool Forwarding::add_route(uint32_t ipv4_dst, tna::PortId port) {
-  // kNoPort is the table's NoAction default: an entry carrying it would be
+  // kNoPort means "no route" in the data path: an entry carrying it would be
   // indistinguishable from a miss.
   if (port == tna::kNoPort) return false;
-  return ipv4_host_.add(ipv4_dst, port);
+  return ipv4_host_.insert(ipv4_dst, port);
 }
 
-bool Forwarding::remove_route(uint32_t ipv4_dst) { return ipv4_host_.remove(ipv4_dst); }
+bool Forwarding::remove_route(uint32_t ipv4_dst) { return ipv4_host_.erase(ipv4_dst); }
 
 bool Forwarding::add_static_mac(const Mac& mac, tna::PortId port) {
+  const uint64_t k = mac_key(mac);
   // Group addresses are flooded before dmac is looked up, so an entry for
   // one would never match; reject it rather than accept a dead entry.
-  if (port == tna::kNoPort || is_group(mac)) return false;
+  if (port == tna::kNoPort || is_group(k)) return false;
   const MacEntry e{port, /*is_static=*/true, 0};
-  // get(), not apply_mut(): the control plane must not count as table hits.
-  if (const auto cur = dmac_.get(mac)) {
+  if (MacEntry* cur = dmac_.find(k)) {
     if (cur->is_static) return false;  // present, like add_route
-    return dmac_.modify(mac, e);       // the operator's word beats learning
+    *cur = e;                          // the operator's word beats learning
+    return true;
   }
-  return dmac_.add(mac, e);
+  return dmac_.insert(k, e);
 }
 
-bool Forwarding::remove_mac(const Mac& mac) { return dmac_.remove(mac); }
+bool Forwarding::remove_mac(const Mac& mac) { return dmac_.erase(mac_key(mac)); }
 
 bool Forwarding::add_arp_proxy(uint32_t ip, const Mac& mac) {
   // A reply claiming a group address as a station's address is bogus
   // (RFC 1812 3.3.2 tells routers not to believe one); refuse to send it.
-  if (is_group(mac)) return false;
-  return arp_proxy_.add(ip, mac);
+  const uint64_t k = mac_key(mac);
+  if (is_group(k)) return false;
+  return arp_proxy_.insert(ip, k);
 }
 
-bool Forwarding::remove_arp_proxy(uint32_t ip) { return arp_proxy_.remove(ip); }
+bool Forwarding::remove_arp_proxy(uint32_t ip) { return arp_proxy_.erase(ip); }
 
 std::size_t Forwarding::age_out(uint64_t now_ns) {
   if (cfg_.ageing_ns == 0) return 0;
   const uint64_t limit = cfg_.ageing_ns;
-  const std::size_t n = dmac_.remove_if([&](const Mac&, const MacEntry& e) {
+  const std::size_t n = dmac_.remove_if([&](uint64_t, const MacEntry& e) {
     // last_seen comes from a NIC/lcore clock and `now` from the control
     // thread; if they disagree so that last_seen is in the future, the entry
     // is fresh, not 2^64 ns old.
@@ -86,39 +92,48 @@ std::size_t Forwarding::age_out(uint64_t now_ns) {
   return n;
 }
 
-// --- data plane ------------------------------------------------------------
+// --- learning --------------------------------------------------------------
 
-void Forwarding::learn(const Mac& src, tna::PortId port, uint64_t now_ns) {
+void Forwarding::learn(uint64_t src, tna::PortId port, uint64_t now_ns) {
   // A group address is never a valid source (IEEE 802); an entry for it
   // could never match, since group destinations flood before dmac, and would
   // only take a slot. kNoPort (no ingress port known) is not a place to send.
   if (is_group(src) || port == tna::kNoPort) return;
-  if (MacEntry* e = dmac_.apply_mut(src)) {
-    if (e->is_static) return;  // static entries are never touched by learning
-    if (e->port != port) {
-      if (sink_) return push_digest(src, port, now_ns);  // the control plane moves it
-      e->port = port;  // the station moved (or a loop): follow it
-      ++c_.moved;
-    }
+  MacEntry* e = dmac_.find(src);
+  if (e && e->port == port && !e->is_static) {
     // The hit state ageing reads (TNA's idle timeout): this instance's own.
     e->last_seen_ns = now_ns;
     return;
   }
-  if (sink_) return push_digest(src, port, now_ns);
-  // add() refuses when the table is full: the station stays unknown and its
-  // traffic is flooded, which is what a hardware switch does too.
-  if (dmac_.add(src, MacEntry{port, false, now_ns})) ++c_.learned;
+  learn_slow(src, port, now_ns, e);
 }
 
-void Forwarding::push_digest(const Mac& src, tna::PortId port, uint64_t now_ns) {
-  const uint64_t key = mac_key(src) << 16 | port;
+void Forwarding::learn_slow(uint64_t src, tna::PortId port, uint64_t now_ns, MacEntry* e) {
+  if (e) {
+    if (e->is_static) return;  // static entries are never touched by learning
+    // The station moved (or a loop).
+    if (sink_) return push_digest(src, port, now_ns);  // the control plane moves it
+    e->port = port;  // follow it
+    e->last_seen_ns = now_ns;
+    ++c_.moved;
+    return;
+  }
+  if (sink_) return push_digest(src, port, now_ns);
+  // insert() refuses when the table is full: the station stays unknown and
+  // its traffic is flooded, which is what a hardware switch does too.
+  if (dmac_.insert(src, MacEntry{port, false, now_ns})) ++c_.learned;
+}
+
+void Forwarding::push_digest(uint64_t src, tna::PortId port, uint64_t now_ns) {
+  const uint64_t key = src << 16 | port;
   // Fibonacci hashing of the 64-bit key onto the filter's 256 cells.
   DigestFilterCell& cell = digest_filter_[(key * 0x9E3779B97F4A7C15ull) >> 56];
   if (cell.key == key && now_ns >= cell.pushed_ns && now_ns - cell.pushed_ns < kDigestRepeatNs) return;
   cell.key = key;
   cell.pushed_ns = now_ns;
   tna::MacDigest d;
-  std::copy(src.begin(), src.end(), d.mac);
+  const Mac m = mac_of(src);
+  std::copy(m.begin(), m.end(), d.mac);
   d.port = port;
   ++c_.digests;
   sink_->push(d);
@@ -127,78 +142,136 @@ void Forwarding::push_digest(const Mac& src, tna::PortId port, uint64_t now_ns) 
 Forwarding::DigestResult Forwarding::apply_mac_digest(const tna::MacDigest& d, uint64_t now_ns) {
   Mac src;
   std::copy(d.mac, d.mac + 6, src.begin());
-  return install_learned(src, d.port, now_ns);
+  return install_learned(mac_key(src), d.port, now_ns);
 }
 
-Forwarding::DigestResult Forwarding::install_learned(const Mac& src, tna::PortId port, uint64_t now_ns) {
+Forwarding::DigestResult Forwarding::install_learned(uint64_t src, tna::PortId port, uint64_t now_ns) {
   if (is_group(src) || port == tna::kNoPort) return DigestResult::Refused;
-  if (const auto cur = dmac_.get(src)) {
+  if (MacEntry* cur = dmac_.find(src)) {
     if (cur->is_static) return DigestResult::Refused;
     const bool moved = cur->port != port;
-    dmac_.modify(src, MacEntry{port, false, now_ns});
+    *cur = MacEntry{port, false, now_ns};
     if (!moved) return DigestResult::Refreshed;
     ++c_.moved;
     return DigestResult::Moved;
   }
-  if (!dmac_.add(src, MacEntry{port, false, now_ns})) return DigestResult::Refused;
+  if (!dmac_.insert(src, MacEntry{port, false, now_ns})) return DigestResult::Refused;
   ++c_.learned;
   return DigestResult::Learned;
 }
 
-tna::Decision Forwarding::apply(Headers& hdr, const tna::IngressIntrinsicMd& md) {
+// --- data plane ------------------------------------------------------------
+
+void Forwarding::decide(Fields& f, const tna::IngressIntrinsicMd& md, tna::Decision& out) {
   const tna::PortId in = md.ingress_port;
-  if (cfg_.learning) learn(hdr.ethernet.src, in, md.ingress_mac_tstamp_ns);
+  if (cfg_.learning) learn(f.src, in, md.ingress_mac_tstamp_ns);
 
   // ARP proxy. Only Ethernet/IPv4 requests are answered (the parser does not
   // check htype/ptype, and a reply to anything else would be garbage), and
   // not gratuitous ones (spa == tpa): those announce an address, they do not
   // ask for it, and must reach every host.
-  if (hdr.arp_valid) {
-    proto::Arp& a = hdr.arp;
-    if (a.oper == 1 && a.htype == 1 && a.ptype == proto::kEtherTypeIpv4 && a.hlen == 6 &&
-        a.plen == 4 && a.spa != a.tpa) {
-      if (const auto mac = arp_proxy_.get(a.tpa)) {
-        // RFC 826: swap sender and target, put the answer in the sender
-        // fields, send it back to the requester on the port it came from.
-        const Mac requester_mac = a.sha;
-        const uint32_t requester_ip = a.spa;
-        hdr.ethernet.dst = requester_mac;
-        hdr.ethernet.src = *mac;
-        a.oper = 2;
-        a.sha = *mac;
-        a.spa = a.tpa;
-        a.tha = requester_mac;
-        a.tpa = requester_ip;
-        ++c_.arp_answered;
-        return tna::Decision::unicast(in);
-      }
+  if (f.arp_request) {
+    if (const uint64_t* mac = arp_proxy_.find(f.arp_tpa)) {
+      f.arp_answer = *mac;
+      f.arp_answered = true;
+      ++c_.arp_answered;
+      out = tna::Decision::unicast(in);
+      return;
     }
   }
 
   // IPv4 host routes take precedence over L2, whatever the destination MAC.
-  if (hdr.ipv4_valid) {
-    const tna::PortId out = ipv4_host_.apply(hdr.ipv4.dst);
-    if (out != tna::kNoPort) {
-      if (out == in) return tna::Decision::drop(reason(DropReason::L2SamePort));
+  if (f.ipv4) {
+    if (const tna::PortId* port = ipv4_host_.find(f.ipv4_dst)) {
+      if (*port == in) {
+        out = tna::Decision::drop(reason(DropReason::L2SamePort));
+        return;
+      }
       ++c_.routed;
-      return tna::Decision::unicast(out);
+      out = tna::Decision::unicast(*port);
+      return;
     }
   }
 
   // L2.
-  const Mac& dst = hdr.ethernet.dst;
-  if (!is_group(dst)) {
-    const MacEntry& e = dmac_.apply(dst);
-    if (e.port != tna::kNoPort) {
-      if (e.port == in) return tna::Decision::drop(reason(DropReason::L2SamePort));
+  if (!is_group(f.dst)) {
+    if (const MacEntry* e = dmac_.find(f.dst)) {
+      if (e->port == in) {
+        out = tna::Decision::drop(reason(DropReason::L2SamePort));
+        return;
+      }
       ++c_.l2_unicast;
-      return tna::Decision::unicast(e.port);
+      out = tna::Decision::unicast(e->port);
+      return;
     }
   }
   // Broadcast, multicast, unknown unicast. Whether any port is left after
   // pruning is the PRE's business (the program turns that into L2NoPorts).
   ++c_.flooded;
-  return tna::Decision::multicast(kFloodGroup, in);
+  out = tna::Decision::multicast(kFloodGroup, in);
+}
+
+void Forwarding::apply(uint8_t* frame, const FrameView& v, const tna::IngressIntrinsicMd& md, tna::Decision& out) {
+  Fields f;
+  f.dst = load_mac(frame);
+  f.src = load_mac(frame + 6);
+  uint8_t* arp = frame + v.l3_offset;
+  if (v.arp_valid) {
+    // spa (offset 14) != tpa (offset 24): not gratuitous.
+    f.arp_request = load_be64(arp) == kArpEthIpv4Request &&
+                    __builtin_memcmp(arp + 14, arp + 24, 4) != 0;
+    f.arp_tpa = proto::load_be32(arp + 24);
+  }
+  if (v.ipv4_valid) {
+    f.ipv4 = true;
+    f.ipv4_dst = proto::load_be32(frame + v.l3_offset + 16);
+  }
+  decide(f, md, out);
+  if (f.arp_answered) {
+    const uint64_t answer = f.arp_answer;
+    // RFC 826: swap sender and target, put the answer in the sender fields,
+    // send it back to the requester on the port it came from.
+    uint8_t requester[10];  // sha (6) + spa (4), adjacent in the ARP body
+    __builtin_memcpy(requester, arp + 8, 10);
+    __builtin_memcpy(frame, requester, 6);  // ethernet.dst = requester MAC
+    store_mac(frame + 6, answer);           // ethernet.src = answer
+    arp[7] = 2;                             // oper = reply (high byte is 0)
+    store_mac(arp + 8, answer);             // sha
+    __builtin_memcpy(arp + 14, arp + 24, 4);  // spa = old tpa
+    __builtin_memcpy(arp + 18, requester, 10);  // tha, tpa = requester
+  }
+}
+
+tna::Decision Forwarding::apply(Headers& hdr, const tna::IngressIntrinsicMd& md) {
+  Fields f;
+  f.dst = mac_key(hdr.ethernet.dst);
+  f.src = mac_key(hdr.ethernet.src);
+  if (hdr.arp_valid) {
+    const proto::Arp& a = hdr.arp;
+    f.arp_request = a.oper == 1 && a.htype == 1 && a.ptype == proto::kEtherTypeIpv4 && a.hlen == 6 &&
+                    a.plen == 4 && a.spa != a.tpa;
+    f.arp_tpa = a.tpa;
+  }
+  if (hdr.ipv4_valid) {
+    f.ipv4 = true;
+    f.ipv4_dst = hdr.ipv4.dst;
+  }
+  tna::Decision d;
+  decide(f, md, d);
+  if (f.arp_answered) {
+    proto::Arp& a = hdr.arp;
+    const Mac mac = mac_of(f.arp_answer);
+    const Mac requester_mac = a.sha;
+    const uint32_t requester_ip = a.spa;
+    hdr.ethernet.dst = requester_mac;
+    hdr.ethernet.src = mac;
+    a.oper = 2;
+    a.sha = mac;
+    a.spa = a.tpa;
+    a.tha = requester_mac;
+    a.tpa = requester_ip;
+  }
+  return d;
 }
 
 void Forwarding::visit_counters(const tna::CounterVisitor& visit) const {

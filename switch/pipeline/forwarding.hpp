@@ -13,29 +13,27 @@
 // and a destination behind the ingress port is dropped (l2_same_port).
 // Routes are host routes on one flat L2 domain, as in the published program:
 // no MAC rewrite, no TTL decrement.
+//
+// The data path reads the handful of fields it needs in place (MACs as
+// 48-bit integers, the ARP opcode block as one 64-bit compare) and looks them
+// up in flat open-addressing tables (flat_table.hpp); the ARP answer is
+// written into the frame directly. reference/forwarding_reference.* is the
+// implementation this replaced, kept as the model the differential test
+// compares against.
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <string_view>
-#include <variant>
 
 #include "pipeline/drop_reason.hpp"
+#include "pipeline/flat_table.hpp"
 #include "pipeline/parser.hpp"
 #include "proto/headers.hpp"
 #include "tna/intrinsic.hpp"
 #include "tna/program.hpp"
-#include "tna/table.hpp"
 
 namespace agq::pipeline {
-
-struct MacHash {
-  size_t operator()(const proto::Mac& m) const {
-    uint64_t v = 0;
-    for (uint8_t b : m) v = v << 8 | b;
-    return std::hash<uint64_t>{}(v);
-  }
-};
 
 // Where a program sends its MAC-learning digests (TNA's learn digest): the
 // dataplane hands them to the control thread, which installs the entry in
@@ -96,14 +94,56 @@ class Forwarding {
   std::size_t age_out(uint64_t now_ns);
   const ForwardingConfig& config() const { return cfg_; }
 
-  template <typename Fn> void for_each_route(Fn&& fn) const { ipv4_host_.for_each(fn); }
-  template <typename Fn> void for_each_mac(Fn&& fn) const { dmac_.for_each(fn); }
-  template <typename Fn> void for_each_arp_proxy(Fn&& fn) const { arp_proxy_.for_each(fn); }
+  template <typename Fn> void for_each_route(Fn&& fn) const {
+    ipv4_host_.for_each([&](uint64_t k, const tna::PortId& p) { fn(uint32_t(k), p); });
+  }
+  template <typename Fn> void for_each_mac(Fn&& fn) const {
+    dmac_.for_each([&](uint64_t k, const MacEntry& e) { fn(mac_of(k), e); });
+  }
+  template <typename Fn> void for_each_arp_proxy(Fn&& fn) const {
+    arp_proxy_.for_each([&](uint64_t k, const uint64_t& m) { fn(uint32_t(k), mac_of(m)); });
+  }
 
   // --- data plane ---
-  // Decides where a non-aggregation packet goes. May rewrite `hdr` (ARP
-  // reply); the program deparses afterwards.
+  // Decides where a non-aggregation packet goes, reading the frame at the
+  // offsets parse_view() found (`v.error` must be None). May rewrite the
+  // frame in place (ARP reply); nothing else is written.
+  // The decision is written to `out` (the burst's slot): building the
+  // 10-byte Decision on the stack and copying it costs a store-forwarding
+  // stall per packet.
+  void apply(uint8_t* frame, const FrameView& v, const tna::IngressIntrinsicMd& md, tna::Decision& out);
+  tna::Decision apply(uint8_t* frame, const FrameView& v, const tna::IngressIntrinsicMd& md) {
+    tna::Decision d;
+    apply(frame, v, md, d);
+    return d;
+  }
+  // The same for a program that works on parsed Headers (the TNA-model agq
+  // program): rewrites `hdr` for an ARP reply; the program deparses after.
   tna::Decision apply(Headers& hdr, const tna::IngressIntrinsicMd& md);
+  // Burst stage: starts loading the table slots apply() will read.
+  void prefetch(const uint8_t* frame) const {
+    dmac_.prefetch(load_mac(frame));
+    dmac_.prefetch(load_mac(frame + 6));
+  }
+
+  // MAC <-> 48-bit key (first octet most significant).
+  static uint64_t mac_key(const proto::Mac& m) {
+    uint64_t v = 0;
+    for (uint8_t b : m) v = v << 8 | b;
+    return v;
+  }
+  static proto::Mac mac_of(uint64_t k) {
+    return {uint8_t(k >> 40), uint8_t(k >> 32), uint8_t(k >> 24), uint8_t(k >> 16), uint8_t(k >> 8), uint8_t(k)};
+  }
+  // The MAC at p (6 bytes; p + 8 must be readable: true for both MACs of an
+  // Ethernet header, which the parser checked is 14 bytes).
+  static uint64_t load_mac(const uint8_t* p) {
+    uint16_t hi;
+    uint32_t lo;
+    __builtin_memcpy(&hi, p, 2);
+    __builtin_memcpy(&lo, p + 2, 4);
+    return uint64_t(__builtin_bswap16(hi)) << 32 | __builtin_bswap32(lo);
+  }
 
   void visit_counters(const tna::CounterVisitor& visit) const;
   void clear_counters();
@@ -113,11 +153,29 @@ class Forwarding {
     uint64_t routed = 0, l2_unicast = 0, flooded = 0, arp_answered = 0, learned = 0,
              moved = 0, aged = 0, digests = 0;
   };
-  void learn(const proto::Mac& src, tna::PortId port, uint64_t now_ns);
-  DigestResult install_learned(const proto::Mac& src, tna::PortId port, uint64_t now_ns);
+  // What the decision needs from a frame, however it was parsed.
+  struct Fields {
+    uint64_t dst = 0, src = 0;      // MAC keys
+    bool arp_request = false;       // Ethernet/IPv4 ARP request, not gratuitous
+    uint32_t arp_tpa = 0;
+    bool ipv4 = false;
+    uint32_t ipv4_dst = 0;
+    // Set by decide(): the request is answered with this MAC.
+    bool arp_answered = false;
+    uint64_t arp_answer = 0;
+  };
+  // The forwarding control proper; on a proxied ARP request it sets
+  // f.arp_answer* and the caller rewrites the frame or the headers.
+  // Inlined into both apply()s (defined in forwarding.cpp, the only user).
+  [[gnu::always_inline]] inline void decide(Fields& f, const tna::IngressIntrinsicMd& md, tna::Decision& out);
+  // Learning: the common case (a known station on its port) refreshes the
+  // hit state inline; everything else takes learn_slow().
+  [[gnu::always_inline]] inline void learn(uint64_t src, tna::PortId port, uint64_t now_ns);
+  void learn_slow(uint64_t src, tna::PortId port, uint64_t now_ns, MacEntry* e);
+  DigestResult install_learned(uint64_t src, tna::PortId port, uint64_t now_ns);
   // Digest mode: reports (src, port) unless the filter says it was reported
   // less than kDigestRepeatNs ago.
-  void push_digest(const proto::Mac& src, tna::PortId port, uint64_t now_ns);
+  void push_digest(uint64_t src, tna::PortId port, uint64_t now_ns);
 
   // The per-instance digest filter (the P4 learn-digest idiom: a small
   // direct-mapped register remembering what was reported recently), so a
@@ -133,9 +191,9 @@ class Forwarding {
   MacDigestSink* sink_ = nullptr;
 
   ForwardingConfig cfg_;
-  tna::ExactTable<uint32_t, tna::PortId> ipv4_host_;
-  tna::ExactTable<proto::Mac, MacEntry, MacHash> dmac_;
-  tna::ExactTable<uint32_t, proto::Mac> arp_proxy_;
+  FlatTable<tna::PortId> ipv4_host_;  // key: IPv4 destination
+  FlatTable<MacEntry> dmac_;           // key: MAC
+  FlatTable<uint64_t> arp_proxy_;      // key: IPv4 target -> MAC key
   Counters c_;
 };
 

@@ -8,6 +8,7 @@ against sum(u_i >> d) of the gradients re-encoded by the scalar reference
 aggregate: the workers of a job must hold byte-identical tensors. Every wait
 has a hard timeout; the `procs` fixture stops every process, also on failure."""
 import json
+import os
 import signal
 import time
 
@@ -86,7 +87,7 @@ def run_two_jobs(procs, tmp_path, loss, elements, rounds, deadline_s, lcores="0"
     def agq_worker(name, ports, args, lcore):
         v = [memif_vdev(i, topo.socks[p], "client") for i, p in enumerate(ports)]
         return procs.start(name, [binary("agq-worker"), *eal_args(f"{tag}{name}", lcore, v, mem_mb=128), "--",
-                                  "--protocol", "agq", "--progress", "0", "--json", "--idle-sleep-us", "100",
+                                  "--protocol", "agq", "--progress", os.environ.get("AGQ_PROGRESS", "0"), "--json", "--idle-sleep-us", "100",
                                   *args])
 
     pss, workers = [], []
@@ -131,7 +132,7 @@ def check_exact(results, elements, rounds):
             # --verify all: every result of the process's first logical worker
             # (its other workers got the same RESULT frames' sums) is checked.
             assert s["verify"] == "all" and s["exact"] == s["checked"] == s["memory"]["sequences"] > 0, s
-            assert s["counters"]["chunks_done"] == chunks * rounds * len(ids), s
+            assert s["counters"]["chunks_done"] == (chunks * rounds + 1) * len(ids), s  # + the barrier chunk
             assert s["quantization_error"]["max_over_bound"] <= 1.0 + 1e-9, s
             assert agg == first_agg, f"job {job}: workers {ids} hold a different aggregate"
 

@@ -342,10 +342,12 @@ void run_trace(uint64_t seed, fast::Simd simd, unsigned n_packets, Stats& st) {
     }
     p.fast.process_burst(burst.data(), n);
     for (unsigned i = 0; i < n; ++i) {  // a packet that went through the registers had a shard
-      const bool stateful = model_d[i].kind != Decision::Kind::Drop ||
-                            model_d[i].drop_reason == uint16_t(AgqDrop::Absorbed) ||
-                            model_d[i].drop_reason == uint16_t(AgqDrop::Duplicate);
+      // Absorbed, duplicate, or turned into a RESULT / FALLBACK_DATA (type 2, 4).
       const bool data = in[i].bytes.size() > 42 && (in[i].bytes[42] & 0x0F) == 1 && in[i].bytes[12] == 0x08;
+      const uint8_t out_type = data ? uint8_t(model_bytes[i][42] & 0x0F) : 0;
+      const bool stateful = model_d[i].drop_reason == uint16_t(AgqDrop::Absorbed) ||
+                            model_d[i].drop_reason == uint16_t(AgqDrop::Duplicate) ||
+                            (model_d[i].kind != Decision::Kind::Drop && (out_type == 2 || out_type == 4));
       if (stateful && data) {
         ASSERT_NE(p.fast.shard_of(in[i].bytes), tna::kAnyShard) << "an aggregated DATA without a shard";
       }

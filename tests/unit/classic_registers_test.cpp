@@ -8,6 +8,7 @@
 #include "classic_test_util.hpp"
 #include "pipeline/classic/ingress.hpp"
 #include "pipeline/classic/registers.hpp"
+#include "pipeline/reference/classic_reference.hpp"
 #include "tna/pass.hpp"
 
 using namespace agq;
@@ -154,9 +155,11 @@ uint64_t passes_during(const std::function<void()>& fn) {
 }
 }  // namespace
 
-TEST(TnaRules, ClassicProgramRunsEachIngressPassInItsOwnPass) {
+// The TNA-vocabulary program (the fast ClassicProgram's reference model) is
+// the one whose passes run under the rule check.
+TEST(TnaRules, ClassicReferenceRunsEachIngressPassInItsOwnPass) {
   tna::ReplicationEngine pre;
-  ClassicProgram prog(ClassicConfig{1, {2, 3}, 35000}, pipeline::ForwardingConfig{}, pre);
+  pipeline::reference::ClassicReference prog(ClassicConfig{1, {2, 3}, 35000}, pipeline::ForwardingConfig{}, pre);
   auto frame = proto::build_agq_classic_frame(classic_test::frame_spec(),
                                               classic_test::agq_pkt(1, 300, 2, {1, 2, 3, 4}));
   auto send = [&] {

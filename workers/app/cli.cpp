@@ -55,6 +55,12 @@ int parse_options(int argc, char** argv, Options& o) {
   app.add_option("--verify", o.verify,
                  "agq: check results against the scalar reference: all | sample:K (one chunk in K) | off")
       ->capture_default_str();
+  unsigned job_from_switch = 0;
+  app.add_option("--switch-ctl", o.switch_ctl,
+                 "agq: the switch's control socket: take the job (N, slots, rows, lanes, max width, addresses) "
+                 "from it (with --job ID)");
+  app.add_option("--job", job_from_switch, "agq: with --switch-ctl: the job id to ask the switch for");
+  app.add_option("--job-file", o.job_file, "agq: the job as `agqctl job get ID --json` wrote it");
   app.add_option("--lanes", o.lanes, "agq: the job's lane profile, 32 or 16 (PROTOCOL.md §10)")
       ->check(CLI::IsMember({32u, 16u}))->capture_default_str();
   app.add_option("--max-retries", o.max_retries, "agq: retransmissions of one slot before giving up (exit 4)")
@@ -94,6 +100,38 @@ int parse_options(int argc, char** argv, Options& o) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   o.role = role == "ps" ? Role::Ps : Role::Worker;
+  for (const CLI::Option* opt : app.get_options())
+    if (opt->count() && !opt->get_lnames().empty()) o.given.push_back("--" + opt->get_lnames()[0]);
+  // Flags of the other protocol are errors, not silently ignored.
+  static const char* const kClassicOnly[] = {"--slot-base", "--seqs-per-agg", "--range", "--join", "--fresh-switch",
+                                             "--retry-ms", "--stall-timeout"};
+  static const char* const kAgqOnly[] = {"--slots", "--rows", "--rounds", "--init-width", "--init-scale",
+                                         "--error-budget", "--margin", "--rto-ms", "--rto-min-ms", "--rto-max-ms",
+                                         "--max-retries", "--verify", "--lanes", "--switch-ctl", "--job", "--job-file"};
+  const std::vector<const char*> other = protocol == "agq"
+                                              ? std::vector<const char*>(std::begin(kClassicOnly), std::end(kClassicOnly))
+                                              : std::vector<const char*>(std::begin(kAgqOnly), std::end(kAgqOnly));
+  for (const char* f : other)
+    if (o.flag_given(f)) {
+      std::fprintf(stderr, "agq-worker: %s does not apply to --protocol %s (it is a --protocol %s flag)\n", f,
+                   protocol.c_str(), protocol == "agq" ? "classic" : "agq");
+      return 2;
+    }
+  if (app.count("--job") && o.switch_ctl.empty()) {
+    std::fprintf(stderr, "agq-worker: --job needs --switch-ctl SOCKET (or use --job-file)\n");
+    return 2;
+  }
+  if (!o.switch_ctl.empty() && (!app.count("--job") || !o.job_file.empty())) {
+    std::fprintf(stderr, "agq-worker: --switch-ctl needs --job ID (and no --job-file)\n");
+    return 2;
+  }
+  if (app.count("--job")) {
+    if (app.count("--job-id") && job_id != job_from_switch) {
+      std::fprintf(stderr, "agq-worker: --job %u and --job-id %u disagree\n", job_from_switch, job_id);
+      return 2;
+    }
+    job_id = job_from_switch;
+  }
   if (protocol == "agq") {
     o.protocol = Protocol::Agq;
     if (job_id > 65535 || workers > 32) {

@@ -30,6 +30,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (const int rc = parse_options(int(app.size()), app.data(), o); rc >= 0) return rc;
+  if (std::string err; !apply_switch_job(o, err)) {
+    std::fprintf(stderr, "agq-worker: %s\n", err.c_str());
+    return 2;
+  }
 
   if (eal_init(sep, argv) < 0) {
     std::fprintf(stderr, "agq-worker: EAL initialisation failed (see the EAL messages above)\n");
@@ -41,7 +45,9 @@ int main(int argc, char** argv) {
   {
     Ports ports;
     std::string err;
-    if (!ports.open(o.connect_timeout_s, err)) {
+    // agq workers keep one mbuf per outstanding slot (lib/allreduce_engine.hpp).
+    const unsigned extra = o.protocol == Protocol::Agq && o.role == Role::Worker ? unsigned(o.ids.size()) * o.agq.slots : 0;
+    if (!ports.open(o.connect_timeout_s, err, 1, extra)) {
       std::fprintf(stderr, "agq-worker: %s\n", err.c_str());
       eal_cleanup();
       return 3;

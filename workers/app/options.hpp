@@ -23,7 +23,7 @@ struct Options {
   double error_budget = 1e-3;
   double margin = 2.0;
   double rto_ms = 20.0;
-  double rto_min_ms = 2.0;
+  double rto_min_ms = 5.0;
   double rto_max_ms = 640.0;
   std::string verify = "all";     // agq: all | sample:K | off
   uint32_t verify_every = 1;      // parsed --verify
@@ -44,7 +44,32 @@ struct Options {
   bool json = false;
   std::string output;             // PS: dequantized aggregate as .npy
   unsigned max_print = 10;
+
+  // agq: the job from the switch (--switch-ctl SOCKET --job ID, or --job-file
+  // PATH written by `agqctl job get ID --json`), docs/PROTOCOL.md §12.
+  std::string switch_ctl, job_file;
+  std::vector<std::string> given;   // long names of the flags on the command line
+  bool from_switch = false;         // filled in by apply_switch_job
+  unsigned max_width = 32, row_shift = 0, switch_lcores = 1;
+  struct Host {
+    unsigned id = 0;
+    uint8_t mac[6] = {};
+    uint32_t ip = 0;
+  };
+  std::vector<Host> hosts;          // worker table (from the switch)
+  bool have_ps = false;
+  Host ps;
+  bool flag_given(const char* name) const {
+    for (const auto& g : given)
+      if (g == name) return true;
+    return false;
+  }
 };
+
+// --switch-ctl/--job-file: takes the job from the switch; a flag given on
+// the command line that disagrees is an error naming the field. Returns
+// false with the message in err.
+bool apply_switch_job(Options& o, std::string& err);
 
 // Parses argv (application part). Returns -1 to continue, else the exit
 // code (0 after --help, 2 on a bad flag, with the message printed).

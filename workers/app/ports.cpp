@@ -28,9 +28,11 @@ void eal_cleanup() { rte_eal_cleanup(); }
 Ports::Ports() = default;
 Ports::~Ports() { close(); }
 
-bool Ports::open(double connect_timeout_s, std::string& err) {
+bool Ports::open(double connect_timeout_s, std::string& err, unsigned queues, unsigned extra_mbufs) {
   dataplane::PortOptions opt;
-  opt.lcores = 1;
+  opt.lcores = queues ? queues : 1;
+  opt.memif_queues = uint16_t(opt.lcores);
+  opt.extra_mbufs = extra_mbufs;
   opt.burst = kBurst;
   opt.with_clone_pool = false;
   opt.memif_start_timeout = std::chrono::milliseconds(int64_t(connect_timeout_s * 1000));
@@ -84,6 +86,24 @@ void Ports::close() {
     dp_.reset();
   }
   ports_.clear();
+}
+
+rte_mempool* Ports::pool() const { return dp_->pool(); }
+uint16_t Ports::tx_queue(uint16_t port, unsigned queue) const { return dp_->tx_queue(port, queue); }
+uint16_t Ports::queues(uint16_t port) const { return dp_->info(port).rx_queues; }
+unsigned Ports::rx_burst(uint16_t port, uint16_t queue, rte_mbuf** mbufs, unsigned n) {
+  return rte_eth_rx_burst(ports_[port].id, queue, mbufs, uint16_t(n));
+}
+bool Ports::link_up(uint16_t port) const {
+  rte_eth_link link;
+  std::memset(&link, 0, sizeof link);
+  rte_eth_link_get_nowait(ports_[port].id, &link);
+  return link.link_status == RTE_ETH_LINK_UP;
+}
+
+bool Ports::reconnect(uint16_t port) {
+  rte_eth_dev_stop(ports_[port].id);
+  return rte_eth_dev_start(ports_[port].id) == 0;
 }
 
 unsigned Ports::rx_burst(uint16_t port, rte_mbuf** mbufs) {

@@ -15,6 +15,7 @@
 #include "lib/tx_sink.hpp"
 
 struct rte_mbuf;
+struct rte_mempool;
 namespace agq::dataplane { class Ports; }
 
 namespace agq::worker {
@@ -24,7 +25,9 @@ class Ports final : public TxSink {
   static constexpr unsigned kBurst = 64;
 
   // Returns false with a diagnostic in `err` (which port, why, what to check).
-  bool open(double connect_timeout_s, std::string& err);
+  // queues: queue pairs per port (memif: the rings this client asks for, one
+  // per lcore); extra_mbufs: mbufs the caller keeps (one per outstanding slot).
+  bool open(double connect_timeout_s, std::string& err, unsigned queues = 1, unsigned extra_mbufs = 0);
   void close();
   Ports();
   ~Ports() override;
@@ -37,6 +40,17 @@ class Ports final : public TxSink {
 
   bool send(uint16_t port, std::span<const uint8_t> frame) override;
   unsigned flush();  // hands queued frames to the NICs; returns frames sent
+
+  // The packet path's raw access (MbufFrameIo, the agq poll loop).
+  rte_mempool* pool() const;
+  uint16_t port_id(uint16_t port) const { return ports_[port].id; }
+  uint16_t tx_queue(uint16_t port, unsigned queue) const;
+  uint16_t queues(uint16_t port) const;
+  unsigned rx_burst(uint16_t port, uint16_t queue, rte_mbuf** mbufs, unsigned n);
+  bool link_up(uint16_t port) const;
+  // memif: a client whose server went away does not reconnect by itself;
+  // stop and start the port so it connects to a server serving the socket again.
+  bool reconnect(uint16_t port);
 
  private:
   struct Port {

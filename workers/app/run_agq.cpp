@@ -1,8 +1,14 @@
 // The agq protocol's roles around the DPDK-free engines (lib/agq_*):
 // options -> engine config, the shared poll loop, the summary (text or JSON).
 #include <cstdio>
+#include <cstring>
 
+#include <rte_mbuf.h>
+#include <rte_prefetch.h>
+
+#include "app/mbuf_frame_io.hpp"
 #include "app/poll_loop.hpp"
+#include "dataplane/idle_backoff.hpp"
 #include "app/run.hpp"
 #include "lib/agq_ps_engine.hpp"
 #include "lib/agq_worker_engine.hpp"
@@ -42,6 +48,78 @@ std::string per_round_json(const AgqStats& s) {
   return out + "]";
 }
 
+// The agq worker's poll loop on the mbuf io: rx drained first (bursts,
+// prefetch, a RESULT adopted as its slot's next DATA, the rest freed in
+// bulk), then the engine's sends and timers, tx bursts, link watch.
+void agq_worker_loop(AgqWorkerEngine& eng, MbufFrameIo& io, Ports& ports, const Options& o) {
+  dataplane::IdleBackoff idle(o.idle_sleep_us);
+  Progress progress;
+  const uint64_t period = uint64_t(o.progress_s * 1e9);
+  uint64_t next_progress = now_ns() + period, next_link = 0, next_reconnect = 0;
+  std::vector<uint8_t> up(ports.count(), 1);
+  progress.line("worker", eng.counters(), eng.elements_done(), eng.outstanding(), now_ns());
+  std::string names;
+  for (const auto& n : ports.names()) names += (names.empty() ? "" : " ") + n;
+  std::fprintf(stderr, "[worker] ready: link up on %s\n", names.c_str());
+  constexpr unsigned kRx = 32, kMaxBursts = 16;  // drain, but never starve tx for long
+  rte_mbuf* m[kRx];
+  while (!g_stop) {
+    uint64_t now = now_ns();
+    unsigned work = 0;
+    for (uint16_t p = 0; p < ports.count(); ++p) {
+      for (unsigned r = 0; r < kMaxBursts; ++r) {
+        const unsigned n = ports.rx_burst(p, 0, m, kRx);
+        for (unsigned i = 0; i < n; ++i) {
+          if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(m[i + 1], void*));
+          const int b = eng.on_frame(p, {rte_pktmbuf_mtod(m[i], const uint8_t*), rte_pktmbuf_data_len(m[i])}, now);
+          if (b >= 0)
+            io.adopt(uint32_t(b), m[i]);
+          else
+            io.release(m[i]);
+        }
+        work += n;
+        if (n < kRx) break;
+      }
+    }
+    io.free_now();
+    now = now_ns();
+    work += eng.tick(now);
+    work += io.flush();
+    if (eng.finished() || eng.failed()) break;
+    if (now >= next_link) {
+      // memif: the switch going away takes the link down; it comes back when
+      // a switch serves the socket again (the PMD reconnects by itself).
+      next_link = now + 20'000'000;
+      for (uint16_t p = 0; p < ports.count(); ++p) {
+        bool u = ports.link_up(p);
+        if (!u && !up[p] && now >= next_reconnect) {
+          // Down for a while: ask again (a restarted switch serves the socket anew).
+          next_reconnect = now + 500'000'000;
+          ports.reconnect(p);
+          u = ports.link_up(p);
+        }
+        if (u == bool(up[p])) continue;
+        if (!u) next_reconnect = now + 300'000'000;
+        up[p] = u;
+        io.set_link(p, u);
+        eng.on_link(u, now);
+        std::fprintf(stderr, "[worker] link %s on %s: %s\n", u ? "up" : "DOWN", ports.names()[p].c_str(),
+                     u ? "resending every sequence in flight" : "retransmission timers keep counting");
+      }
+    }
+    if (period && now >= next_progress) {
+      std::fprintf(stderr, "%s\n", progress.line("worker", eng.counters(), eng.elements_done(), eng.outstanding(), now).c_str());
+      next_progress = now + period;
+    }
+    if (work)
+      idle.reset();
+    else
+      idle.idle();
+  }
+  for (int i = 0; i < 100 && io.flush(); ++i) {
+  }
+}
+
 }  // namespace
 
 int run_agq_worker(const Options& o, Ports& ports) {
@@ -65,19 +143,38 @@ int run_agq_worker(const Options& o, Ports& ports) {
   cfg.max_retries = o.max_retries;
   cfg.reply_timeout_ns = uint64_t(o.reply_timeout_s * 1e9);
   cfg.max_print = o.max_print;
+  cfg.barrier = true;
+  cfg.max_width = uint8_t(o.max_width);
+  cfg.row_shift = uint8_t(o.row_shift);
+  for (const auto& h : o.hosts) {
+    WorkerIdentity w = WorkerIdentity::defaults(o.agq.job_id, h.id);
+    std::memcpy(w.self.mac.data(), h.mac, 6);
+    w.self.ip = h.ip;
+    if (o.have_ps) {
+      std::memcpy(w.dst.mac.data(), o.ps.mac, 6);
+      w.dst.ip = o.ps.ip;
+    }
+    cfg.identities.push_back(w);
+  }
+  MbufFrameIo io(ports, uint32_t(o.ids.size()) * o.agq.slots, 0);
+  if (!io.ok()) {
+    std::fprintf(stderr, "agq-worker: no mbufs for %zu x %u slots (raise EAL -m)\n", o.ids.size(), o.agq.slots);
+    return 2;
+  }
   AgqWorkerEngine eng;
   std::string err;
-  if (!eng.init(cfg, err)) {
+  if (!eng.init(cfg, err, &io)) {
     std::fprintf(stderr, "agq-worker: %s\n", err.c_str());
     return 2;
   }
-  poll_loop(eng, ports, o, "worker");
+  agq_worker_loop(eng, io, ports, o);
   const Counters& c = eng.counters();
   const AgqStats& s = eng.stats();
   const EngineStats& es = eng.engine_stats();
   // Throughput from the first DATA to the last RESULT: start-up and linger excluded.
-  const double secs = eng.last_result_ns() > eng.first_send_ns()
-                          ? double(eng.last_result_ns() - eng.first_send_ns()) * 1e-9 : 0.0;
+  // (from round 0's start, after the barrier op every worker had to reach)
+  const double secs = eng.last_result_ns() > eng.start_ns()
+                          ? double(eng.last_result_ns() - eng.start_ns()) * 1e-9 : 0.0;
   auto [rc, status] = outcome_of(eng, s.mismatches || s.bad_header);
   if (!o.output.empty() && s.rounds_done == o.agq.rounds) {
     // The last round's aggregate as the job sees it: identical in every worker.
@@ -93,7 +190,7 @@ int run_agq_worker(const Options& o, Ports& ports) {
     if (!ids.empty()) ids += ',';
     ids += std::to_string(id);
   }
-  const double eps = secs > 0 ? double(eng.elements_done()) / secs : 0.0;
+  const double eps = secs > 0 ? double(o.agq.elements) * o.agq.rounds * o.ids.size() / secs : 0.0;
   const double avg = s.avg_granted_bits();
   const double saving = avg > 0 ? 32.0 / avg : 0.0;
   const double row_seqs = s.row_samples ? double(s.row_seqs_sum) / double(s.row_samples) : 0.0;
@@ -162,7 +259,16 @@ int run_agq_worker(const Options& o, Ports& ports) {
 int run_agq_ps(const Options& o, Ports& ports) {
   AgqPsEngine eng;
   std::string err;
-  if (!eng.init({o.agq, 0}, err)) {
+  AgqPsConfig pc;
+  pc.job = o.agq;
+  pc.lanes = o.lanes;
+  pc.row_shift = o.row_shift ? o.row_shift : AllreduceJob::row_shift_for(o.agq.slots, o.agq.rows);
+  if (o.have_ps) {
+    pc.have_self = true;
+    std::memcpy(pc.self.mac.data(), o.ps.mac, 6);
+    pc.self.ip = o.ps.ip;
+  }
+  if (!eng.init(pc, err)) {
     std::fprintf(stderr, "agq-worker: %s\n", err.c_str());
     return 2;
   }

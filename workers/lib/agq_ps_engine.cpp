@@ -6,12 +6,16 @@ bool AgqPsEngine::init(const AgqPsConfig& cfg, std::string& err) {
   cfg_ = cfg;
   if (err = cfg.job.validate(); !err.empty()) return false;
   guard_ = agqc::guard_bits(cfg.job.num_workers);
-  const Endpoint ps = agq_ps_endpoint(cfg.job.job_id);
+  if (cfg.lanes != 32 && cfg.lanes != 16) {
+    err = "lanes must be 32 or 16";
+    return false;
+  }
+  const Endpoint ps = cfg.have_self ? cfg.self : agq_ps_endpoint(cfg.job.job_id);
   // PS_RESULTs go to the switch, which multicasts them to the job (its PRE
   // group and per-replica rewrite decide the real destinations): address
   // them to the job's broadcast, the natural "every worker" address.
   Endpoint all{{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}, ps.ip | 0xFF};
-  frame_ = std::make_unique<AgqFrameTemplate>(ps, all);
+  frame_ = std::make_unique<AgqFrameTemplate>(ps, all, cfg.lanes);
   seqs_.assign(size_t(cfg.job.slots) * 2, Seq{});
   return true;
 }
@@ -81,7 +85,7 @@ void AgqPsEngine::on_fallback(const proto::Agq& h) {
   ++s.count;
   s.overflow |= (h.flags & proto::kAgqFlagOverflow) != 0;
   // d = 0: the contributions are added as sent; N * 2^(R-g) <= 2^R fits 32 bits.
-  for (int k = 0; k < kAgqLanes; ++k) s.sum[k] += h.lanes[k] & uint32_t((uint64_t(1) << (r - guard_)) - 1);
+  for (unsigned k = 0; k < cfg_.lanes; ++k) s.sum[k] += h.lanes[k] & uint32_t((uint64_t(1) << (r - guard_)) - 1);
   if (s.count == job.num_workers) {
     s.complete = true;
     --pending_;
@@ -110,8 +114,10 @@ unsigned AgqPsEngine::tick(uint64_t, TxSink& tx) {
   unsigned sent = 0;
   uint8_t buf[kAgqDataFrameLen];
   while (!txq_.empty()) {
-    frame_->write(txq_.front(), buf);
-    if (!tx.send(cfg_.port, buf)) {
+    // The slot's shard in the source port, as the workers' DATA carry it.
+    const uint32_t shard = (uint32_t(cfg_.job.job_id) + (uint32_t(txq_.front().slot) >> cfg_.row_shift)) & 0x0FFF;
+    frame_->write(txq_.front(), buf, agq_shard_port(shard));
+    if (!tx.send(cfg_.port, std::span<const uint8_t>(buf, frame_->frame_len()))) {
       ++counters_.tx_refused;
       break;
     }

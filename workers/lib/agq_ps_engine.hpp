@@ -37,6 +37,10 @@ namespace agq::worker {
 struct AgqPsConfig {
   AgqJobSpec job;
   uint16_t port = 0;
+  unsigned lanes = 32;          // the job's lane profile
+  unsigned row_shift = 0;       // for the shard in the UDP source port (PROTOCOL.md §10)
+  bool have_self = false;       // the PS's address from the switch (else agq_ps_endpoint)
+  Endpoint self{};
 };
 
 struct AgqPsStats {

@@ -75,7 +75,25 @@ bool AgqWorkerEngine::init(const AgqWorkerConfig& cfg, std::string& err, FrameIo
   window_of_.assign(cfg.job.slots, {0, 0});
   stats_.round_granted_sum.assign(cfg.job.rounds, 0);
   stats_.round_seqs.assign(cfg.job.rounds, 0);
-  for (size_t i = 0; i < lws_.size(); ++i) start_round(i);
+  if (cfg.barrier) {
+    // One chunk per logical worker that completes only when all N workers
+    // sent it: round 0 then starts with every process running.
+    barrier_done_ = false;
+    barrier_in_.assign(lws_.size(), 0.0f);
+    barrier_out_.assign(lws_.size(), 0.0f);
+    auto left = std::make_shared<size_t>(lws_.size());
+    for (size_t i = 0; i < lws_.size(); ++i) {
+      auto op = make_op(kBarrierKey, std::span<const float>(&barrier_in_[i], 1), std::span<float>(&barrier_out_[i], 1),
+                        [this, left](AllreduceOp&) {
+                          if (--*left == 0) barrier_done_ = true;
+                        },
+                        unsigned(i), cfg.parts);
+      prepare_op(op, std::make_shared<TensorState>(), cfg.lanes);
+      eng_.submit(op);
+    }
+  } else {
+    for (size_t i = 0; i < lws_.size(); ++i) start_round(i);
+  }
   return true;
 }
 
@@ -90,7 +108,13 @@ void AgqWorkerEngine::start_round(size_t i) {
 
 // Rounds are barriers per logical worker: round r+1 starts once it holds
 // every result of round r (its widths are chosen from that aggregate).
-void AgqWorkerEngine::advance() {
+void AgqWorkerEngine::advance(uint64_t now_ns) {
+  if (!barrier_done_) return;
+  if (!start_ns_) {
+    start_ns_ = now_ns;
+    if (cfg_.barrier)
+      for (size_t i = 0; i < lws_.size(); ++i) start_round(i);
+  }
   bool all = true;
   for (size_t i = 0; i < lws_.size(); ++i) {
     Logical& lw = lws_[i];
@@ -116,7 +140,7 @@ unsigned AgqWorkerEngine::tick(uint64_t now_ns, TxSink& tx) {
 }
 
 unsigned AgqWorkerEngine::tick(uint64_t now_ns) {
-  advance();
+  advance(now_ns);
   return eng_.tick(now_ns);
 }
 
@@ -133,6 +157,7 @@ const AgqStats& AgqWorkerEngine::stats() {
 }
 
 void AgqWorkerEngine::on_chunk(const ChunkResult& r) {
+  if (r.op->key == kBarrierKey) return;
   ++stats_.results;
   if (r.fallback) ++stats_.fallbacks;
   if (r.worker != 0) return;  // the process's other logical workers got the same result

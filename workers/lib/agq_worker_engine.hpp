@@ -47,6 +47,7 @@ struct AgqWorkerConfig {
   uint64_t reply_timeout_ns = 5'000'000'000ull;
   unsigned burst = 32;
   uint32_t verify_every = 1;    // 1 = all, K = one chunk in K, 0 = off
+  bool barrier = false;         // a one-chunk op first: every worker is there when round 0 starts
   unsigned part = 0, parts = 1, queues = 1;  // slot partition of this engine (lcores)
   unsigned max_print = 5;
   FILE* log = stderr;
@@ -100,6 +101,8 @@ class AgqWorkerEngine final : private ChunkObserver {
   AllreduceEngine& engine() { return eng_; }
   int failure_code() const { return eng_.got_reply() ? 4 : 3; }
   uint64_t first_send_ns() const { return eng_.first_send_ns(); }
+  // When round 0 started (after the barrier op, if any): the throughput clock's start.
+  uint64_t start_ns() const { return start_ns_ ? start_ns_ : eng_.first_send_ns(); }
   uint64_t last_result_ns() const { return eng_.last_result_ns(); }
   // The decoded aggregate of the last completed round of logical worker i.
   const std::vector<float>& aggregate(size_t i = 0) const { return lws_[i].prev; }
@@ -115,7 +118,7 @@ class AgqWorkerEngine final : private ChunkObserver {
   };
   void on_chunk(const ChunkResult& r) override;
   void start_round(size_t i);
-  void advance();
+  void advance(uint64_t now_ns);
   void account_memory(uint32_t slot, unsigned version, int width);
 
   AgqWorkerConfig cfg_;
@@ -126,7 +129,11 @@ class AgqWorkerEngine final : private ChunkObserver {
   std::vector<Logical> lws_;
   std::vector<std::array<uint8_t, 2>> window_of_;  // first logical worker: last granted width per (slot, v)
   AgqStats stats_;
-  bool finished_ = false;
+  bool finished_ = false, barrier_done_ = true;
+  uint64_t start_ns_ = 0;
+  std::vector<float> barrier_in_, barrier_out_;
 };
+
+inline constexpr uint64_t kBarrierKey = ~uint64_t(0);
 
 }  // namespace agq::worker

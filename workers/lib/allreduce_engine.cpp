@@ -126,7 +126,8 @@ struct AllreduceEngine::Impl {
     St st = St::Idle;
     agqc::ChunkParams p;
     uint8_t redos = 0;
-    bool retransmitted = false;
+    bool retransmitted = false, renewed = false;
+    uint64_t send_seq = 0;   // order of its last transmission among the logical worker's
     unsigned tries = 0;
     uint64_t deadline = 0, rto = 0, sent_ns = 0;
   };
@@ -140,6 +141,10 @@ struct AllreduceEngine::Impl {
     std::deque<uint32_t> ready;
     std::vector<uint32_t> parked;
     uint32_t in_flight = 0;
+    // Loss detection by order: transmissions in order; a sequence that many
+    // later ones overtook is lost (RTO stays for the tail and for stalls).
+    std::deque<std::pair<uint32_t, uint64_t>> sent_order;  // (slot, send_seq)
+    uint64_t send_seq = 0, max_done_seq = 0;
     std::unordered_map<uint64_t, std::shared_ptr<TensorState>> states;  // one part: by key
   };
 
@@ -153,6 +158,8 @@ struct AllreduceEngine::Impl {
   bool link_down = false;
   uint64_t restart_ns = 0, now = 0;
   uint16_t restart_from = 0;
+  bool redo_all = false;
+  unsigned outliers = 0;      // RTT samples ignored in a row      // the next timer scan resends every expired slot (restart, link back)
 
   explicit Impl(AllreduceEngine& eng) : e(eng) {}
 
@@ -241,6 +248,13 @@ struct AllreduceEngine::Impl {
   void rtt_sample(uint64_t r) {
     EngineStats& st = e.stats_;
     const double x = double(r);
+    const AllreduceTuning& tu = e.cfg_.tuning;
+    // A RESULT completes when the slowest worker's DATA arrived: a sample
+    // far above srtt is usually another worker's loss and retransmission,
+    // not our path. Counting those would feed the RTO with the RTO (at 10%
+    // loss it climbs to the cap); a run of 8 such samples is a real change.
+    if (st.rtt_samples && x > 2 * st.srtt_ns + double(tu.rto_min_ns) && ++outliers < 8) return;
+    outliers = 0;
     if (!st.rtt_samples) {
       st.srtt_ns = x;
       st.rttvar_ns = x / 2;
@@ -249,7 +263,7 @@ struct AllreduceEngine::Impl {
       st.srtt_ns = 0.875 * st.srtt_ns + 0.125 * x;
     }
     ++st.rtt_samples;
-    const AllreduceTuning& t = e.cfg_.tuning;
+    const AllreduceTuning& t = tu;
     // srtt + 4 rttvar, the variance term floored (as TCP's clock granularity
     // G: a perfectly steady RTT must not leave the RTO at srtt), capped.
     st.rto_ns = std::min<uint64_t>(uint64_t(st.srtt_ns + std::max(4 * st.rttvar_ns, double(t.rto_min_ns))),
@@ -303,6 +317,7 @@ struct AllreduceEngine::Impl {
   }
 
   void redo_in_flight(uint64_t now) {
+    redo_all = true;
     for (auto& lw : lws)
       for (uint32_t s : owned) {
         Slot& sl = lw.slots[s];
@@ -478,6 +493,32 @@ void AllreduceEngine::fail(const std::string& why) {
       }
 }
 
+bool AllreduceEngine::retransmit(uint32_t li, uint32_t s, uint64_t now_ns, bool backoff) {
+  Impl& m = *im_;
+  Impl::Logical& lw = m.lws[li];
+  Impl::Slot& sl = lw.slots[s];
+  // Counted even when the io cannot take it (link down): retries are
+  // bounded in time whatever the link does.
+  const uint32_t b = li * cfg_.job.slots + s;
+  uint8_t* f = m.io->frame(b);
+  f[kAgqHdrOffset + 1] |= proto::kAgqFlagRetransmit;
+  const bool ok = m.io->send(lw.id.port, b, uint16_t(frame_len()));
+  if (ok)
+    ++counters_.tx_pkts;
+  else
+    ++counters_.tx_refused;
+  ++sl.tries;
+  sl.retransmitted = true;
+  sl.renewed = false;
+  sl.send_seq = ++lw.send_seq;
+  lw.sent_order.push_back({s, sl.send_seq});
+  ++counters_.retransmissions;
+  if (Impl::OpEntry* en = m.entry(lw, sl.op_serial)) ++en->st.retransmissions;
+  stats_.max_retries_seen = std::max<uint64_t>(stats_.max_retries_seen, sl.tries);
+  m.arm(sl, now_ns, backoff ? std::min(std::max(sl.rto, m.base_rto()) * 2, cfg_.tuning.rto_max_ns) : m.base_rto());
+  return ok;
+}
+
 void AllreduceEngine::on_link(bool up, uint64_t now_ns) {
   if (!im_) return;
   if (!up) {
@@ -517,6 +558,7 @@ int AllreduceEngine::on_frame(std::span<const uint8_t> frame, uint64_t now_ns) {
   }
   Impl::Logical& lw = m.lws[size_t(li)];
   Impl::Slot& sl = lw.slots[s];
+  const bool got_reply_before = got_reply_;
   got_reply_ = true;
   const uint8_t flags = h[1];
   const int exponent = int8_t(h[16]);
@@ -555,8 +597,25 @@ int AllreduceEngine::on_frame(std::span<const uint8_t> frame, uint64_t now_ns) {
     }
     stats_.epoch = epoch;
   }
+  if (!got_reply_before || now_ns - last_result_ns_ > m.base_rto()) {
+    // Results flow again after a quiet spell (a late or descheduled peer):
+    // the sequences in flight waited for the same peer; give them a full RTO
+    // from now instead of retransmitting each one as its old deadline passes.
+    // Once per transmission: a lossy, slow job must not starve a lost one.
+    const uint64_t d = now_ns + m.base_rto();
+    for (auto& x : m.lws)
+      for (uint32_t t : m.owned) {
+        Impl::Slot& y = x.slots[t];
+        if (y.st == Impl::St::Sent && !y.renewed && y.deadline < d) y.deadline = d, y.renewed = true;
+      }
+  }
   last_result_ns_ = now_ns;
-  if (!sl.retransmitted) m.rtt_sample(now_ns - sl.sent_ns);
+  if (!sl.retransmitted) {
+    // Karn: a resent sequence's RESULT says nothing about when it left, nor
+    // which of its transmissions it overtook.
+    m.rtt_sample(now_ns - sl.sent_ns);
+    lw.max_done_seq = std::max(lw.max_done_seq, sl.send_seq);
+  }
   Impl::OpEntry& en = *m.entry(lw, sl.op_serial);
   AllreduceOp& op = *en.op;
   OpStats& st = en.st;
@@ -634,20 +693,51 @@ unsigned AllreduceEngine::tick(uint64_t now_ns) {
       sl.st = Impl::St::Sent;
       sl.tries = 0;
       sl.retransmitted = false;
+      sl.renewed = false;
       sl.sent_ns = now_ns;
+      sl.send_seq = ++lw.send_seq;
+      lw.sent_order.push_back({s, sl.send_seq});
       m.arm(sl, now_ns, m.base_rto());
       ++lw.in_flight;
       ++sent;
       if (!first_send_ns_) first_send_ns_ = now_ns;
     }
   }
+  // Overtaken sequences (lost DATA or RESULT while others complete): resent
+  // at once, without waiting for the RTO, which must cover scheduling stalls.
+  // (a window of fewer slots than the reorder threshold uses a quarter of it)
+  const uint64_t reorder =
+      std::min<uint64_t>(cfg_.tuning.reorder, std::max<uint64_t>(4, cfg_.job.max_outstanding() / 4));
+  for (uint32_t li = 0; li < m.lws.size() && reorder && !failed(); ++li) {
+    Impl::Logical& lw = m.lws[li];
+    while (!lw.sent_order.empty()) {
+      const auto [s, q] = lw.sent_order.front();
+      Impl::Slot& sl = lw.slots[s];
+      if (sl.st != Impl::St::Sent || sl.send_seq != q) {
+        lw.sent_order.pop_front();
+        continue;
+      }
+      if (lw.max_done_seq < q + reorder) break;
+      lw.sent_order.pop_front();
+      if (retransmit(li, s, now_ns, false)) ++sent;
+      ++stats_.fast_retransmissions;
+    }
+  }
   if (now_ns >= m.next_deadline) {
     // Timers, after rx was drained (the caller's loop): a RESULT waiting in
     // the rx ring is never mistaken for a loss.
     m.next_deadline = UINT64_MAX;
+    const bool quiet = !m.redo_all && (!got_reply_ || now_ns - last_result_ns_ > m.base_rto() / 2);
+    m.redo_all = false;
     for (uint32_t li = 0; li < m.lws.size() && !failed(); ++li) {
       Impl::Logical& lw = m.lws[li];
       if (!lw.in_flight) continue;
+      uint32_t probe = UINT32_MAX;
+      if (quiet) {
+        uint64_t oldest = UINT64_MAX;
+        for (uint32_t s : m.owned)
+          if (lw.slots[s].st == Impl::St::Sent && lw.slots[s].g < oldest) oldest = lw.slots[s].g, probe = s;
+      }
       for (uint32_t s : m.owned) {
         Impl::Slot& sl = lw.slots[s];
         if (sl.st != Impl::St::Sent) continue;
@@ -655,10 +745,18 @@ unsigned AllreduceEngine::tick(uint64_t now_ns) {
           m.next_deadline = std::min(m.next_deadline, sl.deadline);
           continue;
         }
-        // Before the first RESULT only the lowest slot probes: a peer that
-        // starts late must not cost a retransmission per slot.
-        if (!got_reply_ && !(li == 0 && s == m.owned.front())) {
-          m.arm(sl, now_ns, sl.rto);
+        // Quiet (no RESULT for a whole RTO, or none yet): a peer that starts
+        // late or is descheduled, a dead worker, a switch that went away --
+        // not packet loss, which leaves the other slots' RESULTs flowing.
+        // Then only the slot with the oldest chunk probes (its retries count
+        // towards max_retries: the failure time stays bounded); the others
+        // wait without a retransmission each. The oldest chunk, because every
+        // worker numbers chunks alike: the worker that is furthest behind
+        // probes a chunk the others have completed (the switch answers with
+        // the kept RESULT) or probe themselves, so no two workers wait on
+        // each other's probes.
+        if (quiet && s != probe) {
+          m.arm(sl, now_ns, m.base_rto());
           continue;
         }
         if (sl.tries >= cfg_.tuning.max_retries) {
@@ -671,28 +769,16 @@ unsigned AllreduceEngine::tick(uint64_t now_ns) {
                    "redone; reset the job (agqctl job reset ID) and run it again";
           else if (m.link_down)
             why += ". The link to the switch is down (switch gone?)";
+          else if (stats_.link_downs)
+            why += ". The link to the switch went down and came back during the job (the switch restarted?): "
+                   "sequences some workers had completed before cannot be redone; reset the job and run it again";
           else
             why += ". A worker of the job is not contributing (dead or not started?), or the switch/PS does "
                    "not answer; reset the job (agqctl job reset ID) before running it again";
           fail(why);
           return sent;
         }
-        // Counted even when the io cannot take it (link down): retries are
-        // bounded in time whatever the link does.
-        const uint32_t b = li * cfg_.job.slots + s;
-        uint8_t* f = m.io->frame(b);
-        f[kAgqHdrOffset + 1] |= proto::kAgqFlagRetransmit;
-        if (m.io->send(lw.id.port, b, uint16_t(frame_len())))
-          ++counters_.tx_pkts;
-        else
-          ++counters_.tx_refused;
-        ++sl.tries;
-        sl.retransmitted = true;
-        ++counters_.retransmissions;
-        if (Impl::OpEntry* en = m.entry(lw, sl.op_serial)) ++en->st.retransmissions;
-        stats_.max_retries_seen = std::max<uint64_t>(stats_.max_retries_seen, sl.tries);
-        m.arm(sl, now_ns, std::min(std::max(sl.rto, m.base_rto()) * 2, cfg_.tuning.rto_max_ns));
-        ++sent;
+        if (retransmit(li, s, now_ns, true)) ++sent;
       }
     }
   }

@@ -26,7 +26,9 @@
 // Per slot: one sequence at a time, alternating versions; the DATA of the
 // next use leaves only after the RESULT of the current one. RTO per slot from
 // the measured round trip (srtt + 4 rttvar, the variance term floored; Karn:
-// only first transmissions are sampled), capped, doubling per retransmission; max_retries
+// only first transmissions are sampled), capped; a sequence overtaken by
+// `reorder` later ones is resent at once (loss costs one reorder window,
+// not an RTO, which must cover scheduling stalls), doubling per retransmission; max_retries
 // retransmissions (counted also while the link is down) fail the engine
 // with a report of every stalled slot. OVERFLOW in a RESULT: the chunk goes
 // again on the slot's next use with e + 2 (max_redos). FALLBACK results
@@ -74,7 +76,8 @@ struct AllreduceTuning {
   double error_budget = 1e-3;     // quantization step <= budget * max|aggregate/N| of the tensor
   double margin = 2.0;            // headroom over the previous op's chunk max
   uint64_t rto_init_ns = 20'000'000;  // before the first RTT sample
-  uint64_t rto_min_ns = 2'000'000;    // RTO = srtt + max(4 rttvar, this): the variance term's floor
+  uint64_t rto_min_ns = 5'000'000;    // RTO = srtt + max(4 rttvar, this): the variance term's floor
+  unsigned reorder = 64;              // a sequence overtaken by this many later ones is resent (0: RTO only)
   uint64_t rto_max_ns = 640'000'000;  // cap, also of the back-off
   unsigned max_retries = 25;          // retransmissions of one sequence before failing
   unsigned max_redos = 8;             // OVERFLOW redos of one chunk before accepting the clipped result
@@ -210,6 +213,7 @@ struct EngineStats {
   uint64_t max_retries_seen = 0;
   uint64_t switch_restarts = 0;     // boot epoch changes seen
   uint64_t link_downs = 0;
+  uint64_t fast_retransmissions = 0; // resent because later sequences overtook them (part of the retransmissions)
   uint16_t epoch = 0;               // last boot epoch seen (0: none yet)
   uint64_t rtt_samples = 0;
   double srtt_ns = 0, rttvar_ns = 0;
@@ -254,6 +258,7 @@ class AllreduceEngine {
 
  private:
   struct Impl;
+  bool retransmit(uint32_t li, uint32_t s, uint64_t now_ns, bool backoff);
   std::unique_ptr<Impl> im_;
   EngineConfig cfg_;
   ChunkObserver* observer_ = nullptr;

@@ -1,6 +1,9 @@
-// ClassicProgram: parser -> ingress (one pass, or two when the ingress arms
-// a resubmit) -> deparser -> traffic manager decision. Non-AGQ traffic goes
-// through the shared Forwarding control.
+// ClassicProgram, the fast implementation (see classic_program.hpp): parse
+// view -> ingress pass (stages 0-11 of the published program, reference
+// §3.4, in their order and with their register-action names) -> a second
+// pass for a resubmitted first packet -> data0..3 written back in place ->
+// traffic manager decision. Non-AGQ traffic goes through the shared
+// Forwarding control on the same parse view.
 #include "pipeline/classic/classic_program.hpp"
 
 #include <algorithm>
@@ -8,31 +11,56 @@
 #include <string>
 #include <utility>
 
-#include "pipeline/classic/ingress.hpp"
-#include "tna/pass.hpp"
+#include "pipeline/classic/tables.hpp"
+#include "pipeline/parser.hpp"
+#include "proto/bytes.hpp"
+#include "proto/headers.hpp"
 
 namespace agq::pipeline::classic {
 
 namespace {
 
 constexpr std::size_t kDropReasons = std::size_t(DropReason::Count);
+constexpr int kLanes = proto::kAgqClassicAggLanes;
 
-// Brackets one ingress pass for the TNA rule check, also when a register
-// throws (the Debug build's rule violation).
-struct PassScope {
-  PassScope() { tna::PassClock::begin_pass(); }
-  ~PassScope() { tna::PassClock::end_pass(); }
-  PassScope(const PassScope&) = delete;
-  PassScope& operator=(const PassScope&) = delete;
+// Offsets in the AGQ header (proto::AgqClassic).
+constexpr unsigned kOffJobAndSeq = 0, kOffTotalWorkers = 3, kOffData = 4, kOffIsAck = 68,
+                   kOffHashId = 69, kOffHash12 = 71;
+
+// The action data of split_t / get_length_t / ack_t as one flat record per
+// (bitmap, position) key, copied from the TNA tables (tables.cpp, the
+// formulas shared with the P4 generator). A key without an entry holds the
+// all-zero default action data, which is what a miss leaves in the metadata.
+struct WindowInfo {
+  uint32_t mask_clear = 0, mask_extract = 0, mask_compress = 0;
+  uint8_t L = 0;
+};
+struct FlatTables {
+  std::array<WindowInfo, 2048> split_t, get_length_t, ack_t;
+  std::array<uint8_t, 8> posi_2_bitmap_t0, posi_2_bitmap_t1;
 };
 
-// The traffic manager: what leaves for this pass's intrinsic metadata.
-tna::Decision tm_decision(const Metadata& md, const tna::IngressIntrinsicMdForTm& tm,
-                          const tna::IngressIntrinsicMdForDeparser& dprsr) {
-  if (dprsr.drop_ctl & 1) return tna::Decision::drop(uint16_t(md.drop_reason));
-  if (tm.mcast_grp_a != 0) return tna::Decision::multicast(tm.mcast_grp_a);
-  if (tm.ucast_egress_port != tna::kNoPort) return tna::Decision::unicast(tm.ucast_egress_port);
-  return tna::Decision::drop(uint16_t(DropReason::None));  // no port assigned
+FlatTables build_flat_tables() {
+  const ConstTables& t = const_tables();
+  FlatTables f;
+  for (std::size_t key = 0; key < 2048; ++key) {
+    const SplitInfo& s = t.split_t.apply(key);
+    f.split_t[key] = {s.mask_clear, s.mask_extract, s.mask_compress, s.L};
+    const LengthInfo& l = t.get_length_t.apply(key);
+    f.get_length_t[key] = {0, l.mask_extract, l.mask_compress, l.L};
+    const AckInfo& a = t.ack_t.apply(key);
+    f.ack_t[key] = {a.mask_clear, 0, a.mask_compress, a.L};
+  }
+  for (unsigned p = 0; p < 8; ++p) {
+    f.posi_2_bitmap_t0[p] = t.posi_2_bitmap_t0.apply(p).insert_bitmap;
+    f.posi_2_bitmap_t1[p] = t.posi_2_bitmap_t1.apply(p).insert_bitmap;
+  }
+  return f;
+}
+
+const FlatTables& flat_tables() {
+  static const FlatTables t = build_flat_tables();  // immutable once built; shared by every lcore
+  return t;
 }
 
 // "reg[index]". Built by appends: GCC 12's -Wrestrict misfires on
@@ -45,22 +73,259 @@ std::string indexed_name(const char* reg, uint32_t index) {
   return s;
 }
 
+// The AGQ header fields the ingress reads (the PHV), from the frame.
+struct AgqFields {
+  uint16_t job_and_seq;
+  uint8_t total_workers;
+  uint8_t is_ack;
+  uint16_t hash_id;  // per-seq registers
+  uint16_t hash1;    // per-aggregator registers (13 bits)
+};
+AgqFields read_fields(const uint8_t* a) {
+  return {proto::load_be16(a + kOffJobAndSeq), a[kOffTotalWorkers], a[kOffIsAck],
+          proto::load_be16(a + kOffHashId), uint16_t(proto::load_be16(a + kOffHash12) >> 3)};
+}
+
+// What one ingress pass leaves for the deparser and the traffic manager.
+struct PassResult {
+  uint8_t ina_action = 2;  // the P4 parser's initial value: drop
+  bool drop_ctl = false;
+  bool resubmit = false;
+  DropReason drop_reason = DropReason::None;
+};
+
 }  // namespace
 
 struct ClassicProgram::Impl {
-  explicit Impl(const ClassicConfig& cfg) : ingress(cfg) {}
+  // Per sequence slot (hashID): job_and_seq_reg, start_posi, worker_agg.
+  struct Slot {
+    uint16_t job_and_seq;
+    uint8_t start_posi;
+    uint8_t worker_agg;
+  };
+  // Per aggregator (hash1): reg0..reg3, insert_posi, data_isEmpty; 32-byte
+  // aligned so a pass's aggregator state is one cache line.
+  struct alignas(32) Agg {
+    uint32_t reg[kLanes];
+    uint8_t insert_posi;
+    uint8_t data_isEmpty;
+  };
 
-  tna::Decision count(tna::Decision d) {
-    if (d.kind == tna::Decision::Kind::Drop && d.drop_reason < kDropReasons) ++drops[d.drop_reason];
-    return d;
+  Impl(const ClassicConfig& cfg)
+      : capacity(cfg.register_capacity), slots(capacity, Slot{}), aggs(capacity, Agg{}), t(flat_tables()) {
+    const tna::ConstTable<InaForward> ina = make_ina_send_or_drop(cfg);
+    for (unsigned a = 0; a < ina_send_or_drop.size(); ++a) ina_send_or_drop[a] = ina.apply(a);
   }
 
-  Ingress ingress;
-  uint64_t agq_packets = 0;
-  uint64_t resubmits = 0;
-  uint64_t parser_errors = 0;
+  PassResult ingress(const AgqFields& in, uint32_t* data);
+  // Both write the decision to `out` (the burst's slot) rather than return
+  // it: see Forwarding::apply.
+  void agq(uint8_t* payload, const tna::IngressIntrinsicMd& md, tna::Decision& out);
+  void run(uint8_t* bytes, const FrameView& v, Forwarding& fwd, const tna::IngressIntrinsicMd& md,
+           tna::Decision& out);
+  void prefetch(const uint8_t* bytes, const FrameView& v, const Forwarding& fwd) const;
+
+  void count(const tna::Decision& d) {
+    if (d.kind == tna::Decision::Kind::Drop && d.drop_reason < kDropReasons) ++drops[d.drop_reason];
+  }
+
+  uint32_t capacity;
+  std::vector<Slot> slots;
+  std::vector<Agg> aggs;
+  const FlatTables& t;
+  std::array<InaForward, 4> ina_send_or_drop;  // ina_action is only ever 1, 2 or 3
+
+  uint64_t agq_packets = 0, resubmits = 0, parser_errors = 0;
+  uint64_t contributions = 0, allocations = 0, completions = 0, absorbed = 0, collisions = 0, acks = 0,
+           acks_released = 0, acks_no_owner = 0;
   std::array<uint64_t, kDropReasons> drops{};
 };
+
+// One ingress pass (reference §3.4; classic/ingress.cpp has the same stages
+// as TNA register actions). `data` is the PHV's data0..3.
+PassResult ClassicProgram::Impl::ingress(const AgqFields& in, uint32_t* data) {
+  PassResult r;
+  const uint32_t h = in.hash_id, a = in.hash1;
+  // Deviation (documented): on Tofino an index past the register size is
+  // undefined behaviour; here it is a counted drop.
+  if (h >= capacity || a >= capacity) {
+    r.drop_reason = DropReason::AgqBadIndex;
+    r.drop_ctl = true;
+    return r;
+  }
+  Slot& s = slots[h];
+  Agg& g = aggs[a];
+  uint8_t ID = 0, insert_len = 0, posi = 0, insert_bitmap = 0, bitmap = 0, worker_num = 0;
+
+  // ---- stage 0: job_and_seq_detect | job_and_seq_clear
+  if (in.is_ack == 0) {
+    if (s.job_and_seq == 0) {
+      s.job_and_seq = in.job_and_seq;
+      ID = 1;
+    } else {
+      ID = s.job_and_seq == in.job_and_seq ? 2 : 0;
+    }
+  } else if (s.job_and_seq == in.job_and_seq) {
+    s.job_and_seq = 0;
+    insert_len = 1;
+  }
+  const bool first = in.is_ack == 0 && ID == 1;
+  const bool aggregate = in.is_ack == 0 && ID == 2;
+  const bool release = in.is_ack != 0 && insert_len == 1;
+
+  // ---- stage 1: insert_posi_advance; worker_agg_count | worker_agg_clear
+  if (first) {
+    posi = g.insert_posi;
+    g.insert_posi = posi > 4 ? uint8_t(posi - 5) : uint8_t(posi + 3);
+  }
+  if (aggregate) {
+    worker_num = ++s.worker_agg;  // 8-bit, wraps (quirk)
+  } else if (release) {
+    s.worker_agg = 0;
+    r.ina_action = 3;
+  }
+
+  // ---- stage 2: start_posi_write + posi_2_bitmap_t0 | start_posi_read | start_posi_read_clear
+  if (first) {
+    s.start_posi = posi;
+    insert_bitmap = t.posi_2_bitmap_t0[posi & 7];
+  } else if (aggregate) {
+    posi = s.start_posi;
+  } else if (release) {
+    posi = s.start_posi;
+    s.start_posi = 0;
+  }
+
+  // ---- stage 3: posi_2_bitmap_t1 (the ACK path's copy of t0)
+  if (release) insert_bitmap = t.posi_2_bitmap_t1[posi & 7];
+
+  // ---- stage 4: data_isEmpty_set | data_isEmpty_read | data_isEmpty_remove
+  if (first) {
+    bitmap = g.data_isEmpty;
+    g.data_isEmpty = uint8_t(bitmap | insert_bitmap);
+  } else if (aggregate) {
+    bitmap = g.data_isEmpty;
+  } else if (release) {
+    bitmap = g.data_isEmpty;
+    g.data_isEmpty = uint8_t(bitmap - insert_bitmap);  // arithmetic: an absent bit borrows (quirk §5.1)
+  }
+
+  // ---- stage 5: split_t | get_length_t | ack_t, ina_send_or_drop
+  const std::size_t key = bitmap_position_key(bitmap, posi);
+  WindowInfo w;
+  if (first) {
+    w = t.split_t[key];
+    r.resubmit = true;  // even with L == 0 (quirk §5.1)
+    r.ina_action = 1;
+    ++allocations;
+  } else if (aggregate) {
+    w = t.get_length_t[key];
+    ++contributions;
+    if (worker_num == in.total_workers) {
+      r.ina_action = 1;
+      ++completions;
+    } else {
+      r.drop_reason = DropReason::AgqAbsorbed;
+      ++absorbed;
+    }
+  } else if (release) {
+    w = t.ack_t[key];
+  }
+  if (in.is_ack == 0 && ID == 0) {
+    r.drop_reason = DropReason::AgqCollision;
+    ++collisions;
+  }
+  if (in.is_ack != 0) {
+    ++acks;
+    if (release) {
+      ++acks_released;
+    } else {
+      r.drop_reason = DropReason::AgqAckNoOwner;
+      ++acks_no_owner;
+    }
+  }
+  r.drop_ctl = ina_send_or_drop[r.ina_action].kind == InaForward::Kind::Drop;
+
+  const bool lanes = ((first || aggregate) && w.L != 0) || release;
+  if (!lanes) return r;
+  const unsigned shift = 4 * (posi & 7u);  // align_t / data_extract_t: one constant shift per p
+
+  // ---- stage 6: compress; stage 7: align_t (>> 4p)
+  for (int k = 0; k < kLanes; ++k) data[k] = (data[k] & w.mask_compress) >> shift;
+
+  // ---- stages 8-9: reg_clear | reg_agg on reg0..reg3
+  if (first || (release && in.is_ack == 1)) {
+    for (int k = 0; k < kLanes; ++k) g.reg[k] &= w.mask_clear;
+    return r;  // the clear action returns nothing into the PHV
+  }
+  // ---- stages 8-11: reg_agg, extract, data_extract_t (<< 4p)
+  for (int k = 0; k < kLanes; ++k) {
+    g.reg[k] += data[k];  // plain 32-bit wrap (quirk §5.2)
+    data[k] = (g.reg[k] & w.mask_extract) << shift;
+  }
+  return r;
+}
+
+void ClassicProgram::Impl::agq(uint8_t* payload, const tna::IngressIntrinsicMd& md, tna::Decision& out) {
+  ++agq_packets;
+  const AgqFields in = read_fields(payload);
+  uint32_t original[kLanes];
+  for (int k = 0; k < kLanes; ++k) original[k] = proto::load_be32(payload + kOffData + 4 * k);
+  bool resubmit_flag = md.resubmit_flag;
+  for (;;) {
+    // Each pass starts from the frame's bytes: a resubmitted packet is the
+    // original packet, not the previous pass's PHV.
+    uint32_t data[kLanes] = {original[0], original[1], original[2], original[3]};
+    const PassResult r = ingress(in, data);
+    // drop_ctl cancels a resubmit; a resubmitted packet is not resubmitted again.
+    if (r.resubmit && !r.drop_ctl && !resubmit_flag) {
+      ++resubmits;
+      resubmit_flag = true;
+      continue;
+    }
+    // The traffic manager.
+    if (r.drop_ctl) {
+      out = tna::Decision::drop(uint16_t(r.drop_reason));
+      return;
+    }
+    const InaForward& f = ina_send_or_drop[r.ina_action];
+    switch (f.kind) {
+      case InaForward::Kind::SendBack: out = tna::Decision::unicast(md.ingress_port); break;
+      case InaForward::Kind::Send: out = tna::Decision::unicast(f.port); break;
+      case InaForward::Kind::Multicast: out = tna::Decision::multicast(f.mcast_grp); break;
+      case InaForward::Kind::Drop: break;  // drop_ctl, handled above
+    }
+    if ((out.kind == tna::Decision::Kind::Unicast && out.port == tna::kNoPort) ||
+        (out.kind == tna::Decision::Kind::Multicast && out.group == 0)) {
+      out = tna::Decision::drop(uint16_t(DropReason::None));  // no port assigned
+      return;
+    }
+    // The deparser: only data0..3 can have changed.
+    for (int k = 0; k < kLanes; ++k) proto::store_be32(payload + kOffData + 4 * k, data[k]);
+    return;
+  }
+}
+
+void ClassicProgram::Impl::run(uint8_t* bytes, const FrameView& v, Forwarding& fwd,
+                               const tna::IngressIntrinsicMd& md, tna::Decision& out) {
+  if (v.error != ParserError::None) {
+    ++parser_errors;
+    out = tna::Decision::drop(uint16_t(DropReason::ParserError));
+  } else if (!v.agq_classic_valid) {
+    fwd.apply(bytes, v, md, out);
+  } else {
+    agq(bytes + v.payload_offset, md, out);
+  }
+  count(out);
+}
+
+void ClassicProgram::Impl::prefetch(const uint8_t* bytes, const FrameView& v, const Forwarding& fwd) const {
+  if (v.error != ParserError::None) return;
+  if (!v.agq_classic_valid) return fwd.prefetch(bytes);
+  const AgqFields in = read_fields(bytes + v.payload_offset);
+  if (in.hash_id < capacity) __builtin_prefetch(&slots[in.hash_id], 1);
+  if (in.hash1 < capacity) __builtin_prefetch(&aggs[in.hash1], 1);
+}
 
 ClassicProgram::ClassicProgram(ClassicConfig cfg, ForwardingConfig fwd_cfg, tna::ReplicationEngine& pre)
     : SwitchProgram(fwd_cfg, pre), cfg_(std::move(cfg)), impl_(std::make_unique<Impl>(cfg_)) {
@@ -70,56 +335,54 @@ ClassicProgram::ClassicProgram(ClassicConfig cfg, ForwardingConfig fwd_cfg, tna:
 ClassicProgram::~ClassicProgram() = default;
 
 tna::Decision ClassicProgram::process(std::span<uint8_t> bytes, const tna::IngressIntrinsicMd& md) {
-  Impl& s = *impl_;
-  Headers hdr;
-  if (parse(bytes, hdr) != ParserError::None) {
-    ++s.parser_errors;
-    return s.count(tna::Decision::drop(uint16_t(DropReason::ParserError)));
-  }
-  if (!hdr.agq_classic_valid) {
-    const tna::Decision d = forwarding().apply(hdr, md);
-    if (d.kind != tna::Decision::Kind::Drop) deparse(hdr, bytes);
-    return s.count(d);
-  }
+  FrameView v;
+  parse_view(bytes.data(), bytes.size(), v);
+  tna::Decision d;
+  impl_->run(bytes.data(), v, forwarding(), md, d);
+  return d;
+}
 
-  ++s.agq_packets;
-  tna::IngressIntrinsicMd ig_intr_md = md;
-  for (;;) {
-    Metadata meta;  // parser initialisation: ina_action 2, the rest 0
-    tna::IngressIntrinsicMdForTm ig_tm_md;
-    tna::IngressIntrinsicMdForDeparser ig_dprsr_md;
-    {
-      PassScope pass;
-      s.ingress.apply(hdr, meta, ig_intr_md, ig_tm_md, ig_dprsr_md);
+void ClassicProgram::process_burst(tna::BurstPacket* pkts, unsigned n) {
+  constexpr unsigned kChunk = 32;
+  constexpr unsigned kAhead = 4;
+  Impl& s = *impl_;
+  FrameView views[kChunk];
+  for (unsigned base = 0; base < n; base += kChunk) {
+    const unsigned m = std::min(kChunk, n - base);
+    tna::BurstPacket* b = pkts + base;
+    // Stage 1: parse every frame and start loading the state it will touch
+    // (register records or MAC table slots), a few frames ahead of use.
+    for (unsigned i = 0; i < m && i < kAhead; ++i) __builtin_prefetch(b[i].bytes);
+    for (unsigned i = 0; i < m; ++i) {
+      if (i + kAhead < m) __builtin_prefetch(b[i + kAhead].bytes);
+      parse_view(b[i].bytes, b[i].len, views[i]);
+      s.prefetch(b[i].bytes, views[i], forwarding());
     }
-    // drop_ctl cancels a resubmit; a resubmitted packet is not resubmitted again.
-    if (ig_dprsr_md.resubmit && !(ig_dprsr_md.drop_ctl & 1) && !ig_intr_md.resubmit_flag) {
-      ++s.resubmits;
-      ig_intr_md.resubmit_flag = true;
-      // The deparser did not emit the packet: the second pass parses the
-      // original bytes, not this pass's PHV.
-      parse(bytes, hdr);
-      continue;
-    }
-    const tna::Decision d = tm_decision(meta, ig_tm_md, ig_dprsr_md);
-    if (d.kind != tna::Decision::Kind::Drop) deparse(hdr, bytes);
-    return s.count(d);
+    // Stage 2: the pipeline, in arrival order (every register sees the
+    // packets in the order they came, as on Tofino).
+    for (unsigned i = 0; i < m; ++i) s.run(b[i].bytes, views[i], forwarding(), b[i].md, b[i].decision);
   }
+}
+
+uint32_t ClassicProgram::shard_of(std::span<const uint8_t> bytes) const {
+  FrameView v;
+  if (parse_view(bytes.data(), bytes.size(), v) == ParserError::None && v.agq_classic_valid)
+    return kAggregationShard;
+  return tna::kAnyShard;
 }
 
 void ClassicProgram::visit_counters(const tna::CounterVisitor& visit) const {
   const Impl& s = *impl_;
-  const IngressCounters& c = s.ingress.counters();
   visit("agq_packets", s.agq_packets);
-  visit("contributions", c.contributions);
-  visit("allocations", c.allocations);
+  visit("contributions", s.contributions);
+  visit("allocations", s.allocations);
   visit("resubmits", s.resubmits);
-  visit("completions", c.completions);
-  visit("absorbed", c.absorbed);
-  visit("collisions", c.collisions);
-  visit("acks", c.acks);
-  visit("acks_released", c.acks_released);
-  visit("acks_no_owner", c.acks_no_owner);
+  visit("completions", s.completions);
+  visit("absorbed", s.absorbed);
+  visit("collisions", s.collisions);
+  visit("acks", s.acks);
+  visit("acks_released", s.acks_released);
+  visit("acks_no_owner", s.acks_no_owner);
   visit("parser_errors", s.parser_errors);
   for (std::size_t r = 1; r < kDropReasons; ++r)
     visit(std::string("drops_") + to_string(DropReason(r)), s.drops[r]);
@@ -128,13 +391,17 @@ void ClassicProgram::visit_counters(const tna::CounterVisitor& visit) const {
 
 void ClassicProgram::clear_counters() {
   Impl& s = *impl_;
-  s.ingress.counters() = IngressCounters{};
   s.agq_packets = s.resubmits = s.parser_errors = 0;
+  s.contributions = s.allocations = s.completions = s.absorbed = s.collisions = 0;
+  s.acks = s.acks_released = s.acks_no_owner = 0;
   s.drops.fill(0);
   forwarding().clear_counters();
 }
 
-void ClassicProgram::clear_state() { impl_->ingress.registers().clear(); }
+void ClassicProgram::clear_state() {
+  std::fill(impl_->slots.begin(), impl_->slots.end(), Impl::Slot{});
+  std::fill(impl_->aggs.begin(), impl_->aggs.end(), Impl::Agg{});
+}
 
 uint32_t ClassicProgram::aggregator_count() const {
   // hash1 is 13 bits: only 8192 rows are addressable (reference §2).
@@ -144,28 +411,29 @@ uint32_t ClassicProgram::aggregator_count() const {
 SwitchProgram::NamedCells ClassicProgram::dump_aggregator(uint32_t index) const {
   NamedCells out;
   if (index >= aggregator_count()) return out;
-  const Registers& r = impl_->ingress.registers();
-  out.emplace_back("insert_posi", r.insert_posi.read(index));
-  out.emplace_back("data_isEmpty", r.data_isEmpty.read(index));
-  for (int k = 0; k < 4; ++k) out.emplace_back(r.reg[k].name(), r.reg[k].read(index));
+  const Aggregator g = aggregator(index);
+  out.emplace_back("insert_posi", g.insert_posi);
+  out.emplace_back("data_isEmpty", g.data_isEmpty);
+  static const char* const kRegNames[kLanes] = {"reg0", "reg1", "reg2", "reg3"};
+  for (int k = 0; k < kLanes; ++k) out.emplace_back(kRegNames[k], g.reg[k]);
   // The aggregator's 8 seq slots (hashID = 8a + hash2).
   for (uint32_t h = 8 * index; h < 8 * index + 8 && h < cfg_.register_capacity; ++h) {
-    out.emplace_back(indexed_name("job_and_seq_reg", h), r.job_and_seq_reg.read(h));
-    out.emplace_back(indexed_name("start_posi", h), r.start_posi.read(h));
-    out.emplace_back(indexed_name("worker_agg", h), r.worker_agg.read(h));
+    const SeqSlot s = seq_slot(h);
+    out.emplace_back(indexed_name("job_and_seq_reg", h), s.job_and_seq);
+    out.emplace_back(indexed_name("start_posi", h), s.start_posi);
+    out.emplace_back(indexed_name("worker_agg", h), s.worker_agg);
   }
   return out;
 }
 
 ClassicProgram::SeqSlot ClassicProgram::seq_slot(uint32_t hash_id) const {
-  const Registers& r = impl_->ingress.registers();
-  return {r.job_and_seq_reg.read(hash_id), r.start_posi.read(hash_id), r.worker_agg.read(hash_id)};
+  const Impl::Slot& s = impl_->slots.at(hash_id);
+  return {s.job_and_seq, s.start_posi, s.worker_agg};
 }
 
 ClassicProgram::Aggregator ClassicProgram::aggregator(uint32_t hash1) const {
-  const Registers& r = impl_->ingress.registers();
-  return {r.insert_posi.read(hash1), r.data_isEmpty.read(hash1),
-          {r.reg[0].read(hash1), r.reg[1].read(hash1), r.reg[2].read(hash1), r.reg[3].read(hash1)}};
+  const Impl::Agg& g = impl_->aggs.at(hash1);
+  return {g.insert_posi, g.data_isEmpty, {g.reg[0], g.reg[1], g.reg[2], g.reg[3]}};
 }
 
 }  // namespace agq::pipeline::classic

@@ -1,6 +1,20 @@
 // The classic pipeline: the published AGQ Tofino program, bit for bit
 // (../shared/reference/agq-published-program.md, "NEW" version), with the
 // PS port and worker ports taken from configuration instead of 160/176.
+//
+// This is the fast implementation: the header is read and data0..3 written
+// in place at fixed offsets (parse_view), the registers are two flat arrays
+// (one 4-byte record per seq slot, one 32-byte record per aggregator: a pass
+// touches at most two cache lines of state), the constant tables are plain
+// arrays, the align/extract actions are shifts, and a resubmitted first
+// packet runs its second pass without re-parsing. Stages keep the P4 order
+// and names (classic_program.cpp). classic/ingress.cpp is the same program
+// in TNA vocabulary; reference/classic_reference.* runs it as the model this
+// program is tested against, frame by frame and cell by cell.
+//
+// One instance per lcore (shared-nothing); no locks. All classic
+// aggregation packets are in shard 0 (docs/PROTOCOL.md section 10): the
+// published program has one register space and no job field to shard by.
 #pragma once
 
 #include <array>
@@ -23,15 +37,22 @@ class ClassicProgram final : public SwitchProgram {
   // PRE group that carries ACKs to every worker port.
   static constexpr tna::McastGroupId kWorkerGroup = 1;
 
+  // The shard of every classic aggregation packet.
+  static constexpr uint32_t kAggregationShard = 0;
+
   ClassicProgram(ClassicConfig cfg, ForwardingConfig fwd_cfg, tna::ReplicationEngine& pre);
   ~ClassicProgram() override;
 
   std::string_view name() const override { return "classic"; }
   tna::Decision process(std::span<uint8_t> bytes, const tna::IngressIntrinsicMd& md) override;
+  void process_burst(tna::BurstPacket* pkts, unsigned n) override;
+  uint32_t shard_of(std::span<const uint8_t> bytes) const override;
   void visit_counters(const tna::CounterVisitor& visit) const override;
   void clear_counters() override;
   void clear_state() override;
   uint32_t aggregator_count() const override;
+  // Every register lives in shard 0's instance (lcore 0).
+  uint32_t aggregator_shard(uint32_t /*index*/) const override { return kAggregationShard; }
   NamedCells dump_aggregator(uint32_t index) const override;
 
   // Typed register reads for tests and tools.
@@ -51,7 +72,7 @@ class ClassicProgram final : public SwitchProgram {
   const ClassicConfig& config() const { return cfg_; }
 
  private:
-  struct Impl;  // registers, tables and counters (classic/ingress.cpp)
+  struct Impl;  // registers, tables and counters (classic_program.cpp)
   ClassicConfig cfg_;
   std::unique_ptr<Impl> impl_;
 };

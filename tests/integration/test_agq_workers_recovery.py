@@ -1,0 +1,187 @@
+"""agq-worker --protocol agq against failures, as separate processes over
+memif (issue 12): jobs taken from the switch (`--switch-ctl SOCKET --job
+ID`, `--job-file` from `agqctl job get ID --json`), a flag that disagrees
+with the switch or belongs to the other protocol, a worker killed with
+SIGKILL mid-job (the survivor names the stalled slots and exits 4 within a
+bounded time; `agqctl job reset` then a restarted job is exact), and the
+switch killed with SIGKILL mid-job and started again (each worker completes
+exactly or fails within a bounded time saying what happened). Every result
+is checked against the scalar reference (--verify all)."""
+import json
+import re
+import signal
+import time
+
+import pytest
+
+from harness import agqctl, binary, eal_args, memif_vdev, run, wait_for
+
+JOB = 1
+
+
+def endpoint(host):
+    return f"10.128.{JOB}.{host}", f"02:00:01:00:{JOB:02x}:{host:02x}"
+
+
+class Rig:
+    """Port 0 = the job's PS, port 1 + w = worker w."""
+
+    def __init__(self, procs, tmp_path, n, lanes=32, slots=64, rows=16):
+        self.procs, self.tmp, self.n = procs, tmp_path, n
+        self.socks = [tmp_path / f"r{i}.sock" for i in range(n + 1)]
+        self.ctl = tmp_path / "ctl.sock"
+        self.tag = f"rc{tmp_path.name[-8:]}"
+        self.starts = 0
+        ps_ip, ps_mac = endpoint(254)
+        t = (f'[switch]\npipeline = "agq"\n[agq]\ntotal_rows = 64\ntotal_slots = 256\n[[job]]\nid = {JOB}\n'
+             f'workers = {n}\nslots = {slots}\nrows = {rows}\nlanes = {lanes}\ndelivery = "multicast"\n'
+             f'ps_port = 0\nps_ip = "{ps_ip}"\nps_mac = "{ps_mac}"\n')
+        for w in range(n):
+            ip, mac = endpoint(w + 1)
+            t += f'[[job.worker]]\nid = {w}\nport = {1 + w}\nip = "{ip}"\nmac = "{mac}"\n'
+        self.cfg = tmp_path / "agq.toml"
+        self.cfg.write_text(t)
+
+    def start_switch(self):
+        for s in (*self.socks, self.ctl):
+            s.unlink(missing_ok=True)
+        self.starts += 1
+        vdevs = [memif_vdev(i, s, "server") for i, s in enumerate(self.socks)]
+        sw = self.procs.start(f"switch{self.starts}", [binary("agq-switch"),
+                                                       *eal_args(f"{self.tag}sw{self.starts}", "0", vdevs), "--",
+                                                       "--config", self.cfg, "--ctl-socket", self.ctl,
+                                                       "--idle-sleep-us", "100"])
+        wait_for(lambda: all(s.exists() for s in self.socks) and self.ctl.exists() or not sw.alive(), 20,
+                 what="switch sockets")
+        assert sw.alive(), sw.output()
+        return sw
+
+    def agq_worker(self, name, port, args, lcore="1", wait_ready=False):
+        v = [memif_vdev(0, self.socks[port], "client")]
+        p = self.procs.start(name, [binary("agq-worker"), *eal_args(f"{self.tag}{name}", lcore, v, mem_mb=128), "--",
+                                    "--protocol", "agq", "--idle-sleep-us", "100", *args])
+        if wait_ready:
+            wait_for(lambda: "ready" in p.output() or not p.alive(), 20, what=f"{name} ready")
+            assert p.alive(), p.output()
+        return p
+
+    def ps(self, name="ps"):
+        return self.agq_worker(name, 0, ["--role", "ps", "--progress", "0", "--switch-ctl", self.ctl, "--job", JOB, "--json"], "1",
+                               wait_ready=True)
+
+    def worker(self, w, name, extra, by="ctl"):
+        src = ["--switch-ctl", self.ctl, "--job", JOB] if by == "ctl" else ["--job-file", by]
+        return self.agq_worker(name, 1 + w, ["--ids", w, *src, "--json", "--verify", "all", "--progress", "0.2",
+                                             "--output", self.tmp / f"{name}.npy", *extra], "1" if w % 2 == 0 else "0")
+
+
+def flowing(p, rx=2000):
+    """The worker's progress lines show RESULTs coming in (past its barrier)."""
+    m = re.findall(r"rx (\d+)", p.output())
+    return m and int(m[-1]) >= rx
+
+
+def summary(proc):
+    lines = [l for l in proc.output().splitlines() if l.startswith("{")]
+    assert lines, proc.output()[-3000:]
+    return json.loads(lines[-1])
+
+
+def assert_exact(rig, names, rounds):
+    aggs = set()
+    for name, p in names:
+        s = summary(p)
+        assert s["status"] == "ok" and s["rounds_done"] == rounds, s
+        assert s["mismatches"] == 0 and s["bad_header"] == 0 and s["exact"] == s["checked"] > 0, s
+        assert s["quantization_error"]["max_over_bound"] <= 1.0 + 1e-9, s
+        aggs.add((rig.tmp / f"{name}.npy").read_bytes())
+    assert len(aggs) == 1, "workers hold different aggregates"
+
+
+def test_job_from_the_switch_16_lanes(procs, tmp_path):
+    rig = Rig(procs, tmp_path, 2, lanes=16)
+    rig.start_switch()
+    jf = tmp_path / "job.json"
+    r = agqctl(rig.ctl, "job", "get", str(JOB), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    jf.write_text(r.stdout)
+    assert json.loads(r.stdout)["lanes"] == 16
+    # A flag that disagrees with the switch, one of the other protocol, a job the switch lacks.
+    bad = [(["--ids", 0, "--switch-ctl", rig.ctl, "--job", JOB, "--workers", 3], "workers = 2"),
+           (["--ids", 0, "--switch-ctl", rig.ctl, "--job", JOB, "--slots", 32], "slots = 64"),
+           (["--ids", 0, "--job-file", jf, "--lanes", 32], "lanes = 16"),
+           (["--ids", 0, "--switch-ctl", rig.ctl, "--job", JOB, "--range", 2], "--range does not apply"),
+           (["--ids", 0, "--switch-ctl", rig.ctl, "--job", 9], "9")]
+    for args, what in bad:
+        p = run([binary("agq-worker"), *eal_args("unused"), "--", "--protocol", "agq", *args])
+        assert p.returncode == 2 and what in p.stderr, (args, p.returncode, p.stderr)
+    ps = rig.ps()
+    rounds, elements = 3, 16 * 5000 + 7
+    ws = [(f"w{w}", rig.worker(w, f"w{w}", ["--elements", elements, "--rounds", rounds],
+                               by="ctl" if w == 0 else jf)) for w in range(2)]
+    for _, w in ws:
+        assert w.wait(90) == 0, w.output()[-3000:]
+    assert_exact(rig, ws, rounds)
+    assert ps.stop(signal.SIGINT, 10) == 0
+
+
+def test_dead_worker_then_job_reset(procs, tmp_path):
+    rig = Rig(procs, tmp_path, 2)
+    rig.start_switch()
+    ps = rig.ps()
+    bounded = ["--max-retries", 6, "--rto-max-ms", 200]
+    long_job = ["--elements", 32 * 4000, "--rounds", 600, *bounded]
+    w0 = rig.worker(0, "a0", long_job)
+    w1 = rig.worker(1, "a1", long_job)
+    wait_for(lambda: (flowing(w0) and flowing(w1)) or not (w0.alive() and w1.alive()), 60, what="results flowing")
+    assert w0.alive() and w1.alive(), "the job ended before the kill: make it longer"
+    t0 = time.monotonic()
+    w1.popen.send_signal(signal.SIGKILL)  # kill -9 mid-job
+    rc = w0.wait(30)
+    took = time.monotonic() - t0
+    out = w0.output()
+    assert rc == 4, out[-3000:]
+    assert "stalled" in out and "slot" in out and "reset the job" in out, out[-3000:]
+    assert took < 20, f"the survivor took {took:.1f} s to give up"
+    ps.stop(signal.SIGINT, 10)
+    # Reset the job's switch state, restart its processes: exact again.
+    r = agqctl(rig.ctl, "job", "reset", str(JOB))
+    assert r.returncode == 0, r.stdout + r.stderr
+    rig.ps("ps2")
+    rounds = 3
+    ws = [(f"b{w}", rig.worker(w, f"b{w}", ["--elements", 32 * 3000, "--rounds", rounds])) for w in range(2)]
+    for _, w in ws:
+        assert w.wait(90) == 0, w.output()[-3000:]
+    assert_exact(rig, ws, rounds)
+
+
+def test_switch_killed_and_restarted(procs, tmp_path):
+    rig = Rig(procs, tmp_path, 2)
+    sw = rig.start_switch()
+    rig.ps()
+    rounds = 300
+    job = ["--elements", 32 * 4000, "--rounds", rounds, "--rto-max-ms", 320, "--max-retries", 30]
+    ws = [(f"k{w}", rig.worker(w, f"k{w}", job)) for w in range(2)]
+    wait_for(lambda: all(flowing(w) for _, w in ws) or not all(w.alive() for _, w in ws), 60,
+             what="results flowing")
+    assert all(w.alive() for _, w in ws), "the job ended before the kill: make it longer"
+    sw.popen.send_signal(signal.SIGKILL)  # kill -9 of the switch one second into the job
+    sw.popen.wait()
+    time.sleep(0.5)
+    t0 = time.monotonic()
+    rig.start_switch()  # the same switch, same config, same sockets
+    outcomes = []
+    for name, w in ws:
+        rc = w.wait(120)
+        outcomes.append((name, rc, w.output()))
+    took = time.monotonic() - t0
+    for name, rc, out in outcomes:
+        # Either the job completed exactly, or the worker said what happened.
+        assert rc in (0, 4), f"{name} exited {rc}:\n{out[-3000:]}"
+        assert "link DOWN" in out, out[-3000:]
+        if rc == 4:
+            assert "restarted" in out or "link" in out, out[-3000:]
+    if all(rc == 0 for _, rc, _ in outcomes):
+        assert_exact(rig, ws, rounds)
+        assert any(summary(w)["engine"]["switch_restarts"] + summary(w)["engine"]["link_downs"] > 0 for _, w in ws)
+    assert took < 110

@@ -1,0 +1,257 @@
+// The fast parser view and forwarding control against their references, on
+// seeded random frames (ARP requests answered, unanswered and gratuitous;
+// IPv4 routed and not; L2 known, unknown, broadcast and multicast; VLAN
+// tags; mutations and garbage):
+//  - parse_view() agrees with parse() on error, validity and offsets;
+//  - Forwarding::apply on the frame's bytes, Forwarding::apply on parsed
+//    Headers + deparse, and ForwardingReference (the std::unordered_map
+//    implementation it replaced) agree on every decision, every output
+//    byte, the MAC tables, the digests and the counters, with control-plane
+//    changes (routes, static MACs, proxies, ageing, digests) mid-trace;
+//  - FlatTable survives insert/erase churn against a std::map.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../common/random_frames.hpp"
+#include "pipeline/flat_table.hpp"
+#include "pipeline/forwarding.hpp"
+#include "pipeline/parser.hpp"
+#include "pipeline/reference/forwarding_reference.hpp"
+
+using namespace agq;
+using agq::pipeline::Forwarding;
+using agq::pipeline::ForwardingConfig;
+using agq::pipeline::FrameView;
+using agq::pipeline::Headers;
+using agq::pipeline::ParserError;
+using agq::pipeline::reference::ForwardingReference;
+using agq::testframes::Frame;
+using agq::testframes::FrameGen;
+
+namespace {
+
+struct Sink : pipeline::MacDigestSink {
+  std::vector<std::pair<proto::Mac, tna::PortId>> got;
+  void push(const tna::MacDigest& d) override {
+    got.push_back({{d.mac[0], d.mac[1], d.mac[2], d.mac[3], d.mac[4], d.mac[5]}, d.port});
+  }
+};
+
+bool same(const tna::Decision& a, const tna::Decision& b) {
+  return a.kind == b.kind && a.port == b.port && a.group == b.group && a.exclude_port == b.exclude_port &&
+         a.drop_reason == b.drop_reason;
+}
+
+template <typename Fwd>
+std::vector<std::pair<std::string, uint64_t>> counters(const Fwd& f) {
+  std::vector<std::pair<std::string, uint64_t>> v;
+  f.visit_counters([&](std::string_view n, uint64_t x) { v.emplace_back(n, x); });
+  return v;
+}
+
+template <typename Fwd>
+std::map<proto::Mac, std::tuple<tna::PortId, bool, uint64_t>> mac_table(const Fwd& f) {
+  std::map<proto::Mac, std::tuple<tna::PortId, bool, uint64_t>> m;
+  f.for_each_mac([&](const proto::Mac& k, const auto& e) { m[k] = {e.port, e.is_static, e.last_seen_ns}; });
+  return m;
+}
+template <typename Fwd>
+std::map<uint32_t, tna::PortId> routes(const Fwd& f) {
+  std::map<uint32_t, tna::PortId> m;
+  f.for_each_route([&](uint32_t k, tna::PortId p) { m[k] = p; });
+  return m;
+}
+template <typename Fwd>
+std::map<uint32_t, proto::Mac> proxies(const Fwd& f) {
+  std::map<uint32_t, proto::Mac> m;
+  f.for_each_arp_proxy([&](uint32_t k, const proto::Mac& v) { m[k] = v; });
+  return m;
+}
+
+}  // namespace
+
+TEST(ParserView, AgreesWithParseOnRandomAndMutatedFrames) {
+  FrameGen gen(42);
+  unsigned errors = 0, agq = 0, classic = 0, arp = 0;
+  for (int i = 0; i < 200000; ++i) {
+    const Frame f = gen.any(i % 2 == 0, 40);
+    Headers h;
+    const ParserError e = pipeline::parse(f, h);
+    FrameView v;
+    ASSERT_EQ(pipeline::parse_view(f.data(), f.size(), v), e) << "frame " << i;
+    ASSERT_EQ(v.error, e);
+    if (e != ParserError::None) {
+      ++errors;
+      continue;
+    }
+    ASSERT_EQ(v.vlan_valid, h.vlan_valid) << i;
+    ASSERT_EQ(v.ipv4_valid, h.ipv4_valid) << i;
+    ASSERT_EQ(v.udp_valid, h.udp_valid) << i;
+    ASSERT_EQ(v.arp_valid, h.arp_valid) << i;
+    ASSERT_EQ(v.agq_classic_valid, h.agq_classic_valid) << i;
+    ASSERT_EQ(v.agq_valid, h.agq_valid) << i;
+    ASSERT_EQ(v.l3_offset, h.l3_offset) << i;
+    ASSERT_EQ(v.l4_offset, h.l4_offset) << i;
+    ASSERT_EQ(v.payload_offset, h.payload_offset) << i;
+    agq += v.agq_valid;
+    classic += v.agq_classic_valid;
+    arp += v.arp_valid;
+  }
+  EXPECT_GT(errors, 1000u);
+  EXPECT_GT(agq, 1000u);
+  EXPECT_GT(classic, 1000u);
+  EXPECT_GT(arp, 1000u);
+}
+
+namespace {
+
+void forwarding_trace(uint64_t seed, bool digests) {
+  FrameGen gen(seed);
+  const ForwardingConfig cfg{.learning = seed % 5 != 0, .ageing_ns = 300, .mac_capacity = 5, .route_capacity = 6,
+                             .arp_capacity = 3};
+  Forwarding fast(cfg), fast_hdr(cfg);
+  ForwardingReference ref(cfg);
+  Sink s_fast, s_hdr, s_ref;
+  if (digests) {
+    fast.set_digest_sink(&s_fast);
+    fast_hdr.set_digest_sink(&s_hdr);
+    ref.set_digest_sink(&s_ref);
+  }
+  auto all = [&](auto&& fn) {
+    const auto a = fn(fast), b = fn(fast_hdr), c = fn(ref);
+    EXPECT_EQ(a, c);
+    EXPECT_EQ(b, c);
+  };
+  all([&](auto& f) { return f.add_route(gen.host(1), 2); });
+  all([&](auto& f) { return f.add_arp_proxy(gen.host(3), gen.station(5)); });
+  all([&](auto& f) { return f.add_static_mac(gen.station(0), 1); });
+
+  uint64_t now = 0;
+  uint64_t kinds[3] = {};
+  for (int i = 0; i < 20000; ++i) {
+    if (gen.chance(2)) {
+      const auto h = gen.any_host();
+      const auto m = gen.any_station();
+      const auto port = tna::PortId(gen.chance(5) ? tna::kNoPort : gen.below(5));
+      switch (gen.below(9)) {
+        case 0: all([&](auto& f) { return f.add_route(h, port); }); break;
+        case 1: all([&](auto& f) { return f.remove_route(h); }); break;
+        case 2: all([&](auto& f) { return f.add_static_mac(m, port); }); break;
+        case 3: all([&](auto& f) { return f.remove_mac(m); }); break;
+        case 4: all([&](auto& f) { return f.add_arp_proxy(h, m); }); break;
+        case 5: all([&](auto& f) { return f.remove_arp_proxy(h); }); break;
+        case 6: all([&](auto& f) { return f.age_out(now); }); break;
+        case 7: {
+          tna::MacDigest d{{m[0], m[1], m[2], m[3], m[4], m[5]}, port};
+          if (gen.chance(10)) d.mac[0] |= 1;
+          const int want = int(ref.apply_mac_digest(d, now));
+          EXPECT_EQ(int(fast.apply_mac_digest(d, now)), want);
+          EXPECT_EQ(int(fast_hdr.apply_mac_digest(d, now)), want);
+          break;
+        }
+        default: all([&](auto& f) { f.clear_counters(); return 0; }); break;
+      }
+    }
+    Frame f = gen.any(false, 15);
+    tna::IngressIntrinsicMd md;
+    md.ingress_port = gen.chance(2) ? tna::kNoPort : tna::PortId(gen.below(5));
+    md.ingress_mac_tstamp_ns = now;
+    now += gen.below(20);
+
+    Headers h;
+    if (pipeline::parse(f, h) != ParserError::None || h.agq_classic_valid) continue;  // programs' business
+    Frame f_fast = f, f_hdr = f, f_ref = f;
+    FrameView v;
+    pipeline::parse_view(f_fast.data(), f_fast.size(), v);
+    const tna::Decision d_fast = fast.apply(f_fast.data(), v, md);
+
+    Headers h2 = h;
+    const tna::Decision d_hdr = fast_hdr.apply(h2, md);
+    if (d_hdr.kind != tna::Decision::Kind::Drop) pipeline::deparse(h2, f_hdr);
+
+    Headers h3 = h;
+    const tna::Decision d_ref = ref.apply(h3, md);
+    if (d_ref.kind != tna::Decision::Kind::Drop) pipeline::deparse(h3, f_ref);
+
+    ++kinds[int(d_ref.kind)];
+    ASSERT_TRUE(same(d_fast, d_ref)) << "seed " << seed << " frame " << i;
+    ASSERT_TRUE(same(d_hdr, d_ref)) << "seed " << seed << " frame " << i;
+    ASSERT_EQ(f_fast, f_ref) << "seed " << seed << " frame " << i;
+    ASSERT_EQ(f_hdr, f_ref) << "seed " << seed << " frame " << i;
+    if (i % 500 == 0) {
+      ASSERT_EQ(mac_table(fast), mac_table(ref)) << "seed " << seed << " frame " << i;
+    }
+  }
+  EXPECT_EQ(mac_table(fast), mac_table(ref));
+  EXPECT_EQ(mac_table(fast_hdr), mac_table(ref));
+  EXPECT_EQ(routes(fast), routes(ref));
+  EXPECT_EQ(proxies(fast), proxies(ref));
+  EXPECT_EQ(counters(fast), counters(ref));
+  EXPECT_EQ(counters(fast_hdr), counters(ref));
+  EXPECT_EQ(s_fast.got, s_ref.got);
+  EXPECT_EQ(s_hdr.got, s_ref.got);
+  if (digests && cfg.learning) {
+    EXPECT_FALSE(s_ref.got.empty());
+  }
+  // The trace reached every kind of decision.
+  EXPECT_GT(kinds[int(tna::Decision::Kind::Unicast)], 100u);
+  EXPECT_GT(kinds[int(tna::Decision::Kind::Multicast)], 100u);
+  EXPECT_GT(kinds[int(tna::Decision::Kind::Drop)], 10u);
+}
+
+}  // namespace
+
+TEST(ForwardingDifferential, LearningDirectlyEqualsReference) {
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    forwarding_trace(seed, false);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+TEST(ForwardingDifferential, LearningByDigestEqualsReference) {
+  for (uint64_t seed = 11; seed <= 16; ++seed) {
+    forwarding_trace(seed, true);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
+TEST(FlatTable, ChurnAgainstStdMap) {
+  std::mt19937_64 rng(3);
+  pipeline::FlatTable<uint32_t> t(100);
+  std::map<uint64_t, uint32_t> m;
+  for (int i = 0; i < 200000; ++i) {
+    // Keys from a small range collide and form clusters across the wrap.
+    const uint64_t k = rng() % 300;
+    switch (rng() % 3) {
+      case 0: {
+        const bool want = m.size() < 100 && !m.count(k);
+        ASSERT_EQ(t.insert(k, uint32_t(i)), want);
+        if (want) m[k] = uint32_t(i);
+        break;
+      }
+      case 1:
+        ASSERT_EQ(t.erase(k), m.erase(k) == 1);
+        break;
+      default: {
+        const uint32_t* v = t.find(k);
+        auto it = m.find(k);
+        ASSERT_EQ(v != nullptr, it != m.end());
+        if (v) {
+          ASSERT_EQ(*v, it->second);
+        }
+      }
+    }
+    ASSERT_EQ(t.size(), m.size());
+  }
+  std::map<uint64_t, uint32_t> seen;
+  t.for_each([&](uint64_t k, uint32_t v) { seen[k] = v; });
+  EXPECT_EQ(seen, m);
+  EXPECT_EQ(t.remove_if([](uint64_t k, uint32_t) { return k % 2 == 0; }),
+            std::size_t(std::count_if(m.begin(), m.end(), [](auto& e) { return e.first % 2 == 0; })));
+}
