@@ -92,6 +92,9 @@ def main() -> int:
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--max-ingress-stages", type=int, required=True)
     ap.add_argument("--max-egress-stages", type=int, required=True)
+    ap.add_argument("--frontend-only", action="store_true",
+                    help="p4test only (seconds): the check CI runs by default while bf-p4c does not "
+                         "yet finish on this program (docs/PIPELINE.md)")
     a = ap.parse_args()
 
     bin_dir = tool_bin(a.tools)
@@ -110,6 +113,9 @@ def main() -> int:
         sys.stdout.write(p.stdout + p.stderr)
         print(f"FAIL: p4test ({a.target}) exit {p.returncode}")
         return 1
+    if a.frontend_only:
+        print(f"{a.target}: p4test accepts the program ({t_p4test:.1f} s)")
+        return 0
 
     a.out.mkdir(parents=True, exist_ok=True)
     cmd = [str(bin_dir / "bf-p4c"), "--target", a.target, "--arch", arch, "-g", "-I", str(SRC),
