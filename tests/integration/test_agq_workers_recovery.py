@@ -129,7 +129,9 @@ def test_dead_worker_then_job_reset(procs, tmp_path):
     rig = Rig(procs, tmp_path, 2)
     rig.start_switch()
     ps = rig.ps()
-    bounded = ["--max-retries", 6, "--rto-max-ms", 200]
+    # Bounded (~10 s) yet longer than the other worker's EAL start-up, which the
+    # barrier chunk waits for.
+    bounded = ["--max-retries", 20, "--rto-max-ms", 500]
     long_job = ["--elements", 32 * 4000, "--rounds", 600, *bounded]
     w0 = rig.worker(0, "a0", long_job)
     w1 = rig.worker(1, "a1", long_job)
