@@ -87,7 +87,7 @@ control AgqIngress(inout ingress_headers_t hdr,
                 if (hdr.recirc.realloc == 1) {
                     md.count_new = 1;            /* counted; first again (slot_window: PENDING) */
                 } else if (hdr.recirc.seen == 0 && (hdr.agq.flags & AGQ_FLAG_OVERFLOW) != 0) {
-                    md.win_operand = WIN_OVERFLOW;   /* reread: merge the OVERFLOW again */
+                    md.resub.window = WIN_OVERFLOW;  /* reread: merge the OVERFLOW again */
                 }
                 hdr.recirc.setInvalid();
             } else if (ig_intr_md.resubmit_flag == 0) {

@@ -8,7 +8,8 @@
  * A new contribution counts agq_contributions (and agq_overflow when it
  * clipped), as the C++, and gets its slot_window operand here.
  *
- * Stage 4: seen (gateway on bitmap_old & worker_bit), slot_count (1 SALU), win_operand.
+ * Stage 4: seen (gateway on bitmap_old & worker_bit), slot_count (1 SALU), the
+ * slot_window operand (resub.window, see window_alloc.p4).
  * first / complete: stage 5 (ingress apply). */
 
 control SlotCounter(inout ingress_headers_t hdr,
@@ -45,7 +46,7 @@ control SlotCounter(inout ingress_headers_t hdr,
             agq_contributions.count(0);
             if ((hdr.agq.flags & AGQ_FLAG_OVERFLOW) != 0) {
                 agq_overflow.count(0);
-                md.win_operand = WIN_OVERFLOW;
+                md.resub.window = WIN_OVERFLOW;     /* slot_window_merge's operand */
             }
         } else {
             md.seen = 1;

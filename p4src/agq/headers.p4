@@ -164,7 +164,10 @@ header agq_hi_h {
 header agq_resubmit_h {
     bit<8>  occ_old;       /* row_occupancy half v as pass 1 read it (the CAS's expected value) */
     bit<8>  occ_new;       /* with the old window released and the new one taken */
-    bit<16> window;        /* new slot_window half (pos, w, FALLBACK, OVERFLOW) */
+    bit<16> window;        /* new slot_window half (pos, w, FALLBACK, OVERFLOW); before
+                            * stage 10 of pass 1 (and on any other packet) also
+                            * slot_window_merge's operand: OVERFLOW of a new clipped
+                            * contribution, or 0 (window_alloc.p4, SlotWindow) */
     bit<8>  complete;      /* 1: count_v == N when the packet was counted */
     bit<8>  realloc;       /* C++ resub.realloc: always 0 on a resubmit (pass 1 -> pass 2) */
     bit<16> reserved;      /* 0 */
@@ -298,11 +301,10 @@ struct ingress_metadata_t {
     /* slot state */
     bit<32>    bitmap_old;
     bit<1>     seen;
-    bit<16>    count_new;      /* slot_count_inc output (0 when seen); 16 bits: slot_window's SALU reads it beside the 16-bit win_operand (Tofino 1 input crossbar) */
+    bit<16>    count_new;      /* slot_count_inc output (0 when seen); 16 bits, like slot_window's other SALU operand resub.window */
     bit<8>     count_old;      /* slot_count_read output (seen) */
     bit<1>     first;
     bit<1>     complete;
-    bit<16>    win_operand;    /* slot_window_merge operand of a non-first packet: OVERFLOW (new, clipped) or 0 */
     bit<16>    win;            /* slot_window half v as the register returned it */
     bit<1>     alloc_ok;       /* grant_alloc_t: the new window leaves W - g >= 2 */
     bit<8>     old_occ_mask;   /* row_occupancy bits of the released window (window_t) */

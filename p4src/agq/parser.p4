@@ -24,7 +24,6 @@ parser AgqIngressParser(packet_in pkt,
         md.lane_run = 0;
         md.lane_clear = 0;
         md.lane_load = 0;
-        md.win_operand = 0;
         md.resubmit = 0;
         md.recirculate = 0;
         md.ipv4_csum = 0;
@@ -52,6 +51,10 @@ parser AgqIngressParser(packet_in pkt,
 
     state parse_port_metadata {
         pkt.advance(PORT_METADATA_SIZE);
+        /* Pass 1: md.resub is valid from here on; its window is slot_window_merge's
+         * operand until stage 10 fills the header (window_alloc.p4). */
+        md.resub.setValid();
+        md.resub.window = 0;
         transition select(ig_intr_md.ingress_port) {
             AGQ_RECIRC_PORT: parse_recirc;    /* only agq retries recirculate */
             default: parse_ethernet;

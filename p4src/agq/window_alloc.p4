@@ -9,7 +9,7 @@
  *   stage 4  cas_ok = (the half before the CAS == resub.occ_old)
  *   stage 5  slot_window     pass 1 / others: slot_window_merge_v — the SALU
  *                            ORs PENDING when count_new == 1 (a first
- *                            contribution), else win_operand (OVERFLOW of a
+ *                            contribution), else resub.window (OVERFLOW of a
  *                            new clipped contribution, or 0)
  *                            pass 2: slot_window_write_v(new window), only if the CAS held
  *   stage 6  window_t(old pos, w, FALLBACK): keep mask into the lanes, occ mask
@@ -67,16 +67,23 @@ control SlotWindow(inout ingress_metadata_t md,
 
     /* C++ slot_window_merge(first ? PENDING : operand): the choice is made
      * inside the SALU (count_new == 1 is "first"), so no stage computes the
-     * operand after slot_count. */
+     * operand after slot_count. A stateful ALU has two PHV inputs shared by
+     * all its register actions, each in its own half of the SALU's input
+     * crossbar bytes: count_new (the condition) and resub.window, which is
+     * both the merge operand (pass 1 / others: OVERFLOW or 0, written by
+     * SlotCounter or the recirculation; the resubmit header is filled only
+     * after this stage) and the written window (pass 2: as parsed). A third
+     * field (a separate merge operand) is what bf-p4c refused for Tofino 1:
+     * "not allocated in a valid region on the input xbar". */
     RegisterAction<agq_pair16_t, slot_idx_t, bit<16>>(slot_window) slot_window_merge_v0 = {
         void apply(inout agq_pair16_t w, out bit<16> rv) {
-            if (md.count_new == 1) { w.lo = w.lo | WIN_PENDING; } else { w.lo = w.lo | md.win_operand; }
+            if (md.count_new == 1) { w.lo = w.lo | WIN_PENDING; } else { w.lo = w.lo | md.resub.window; }
             rv = w.lo;
         }
     };
     RegisterAction<agq_pair16_t, slot_idx_t, bit<16>>(slot_window) slot_window_merge_v1 = {
         void apply(inout agq_pair16_t w, out bit<16> rv) {
-            if (md.count_new == 1) { w.hi = w.hi | WIN_PENDING; } else { w.hi = w.hi | md.win_operand; }
+            if (md.count_new == 1) { w.hi = w.hi | WIN_PENDING; } else { w.hi = w.hi | md.resub.window; }
             rv = w.hi;
         }
     };
