@@ -94,16 +94,18 @@ control AgqIngress(inout ingress_headers_t hdr,
                 agq_packets.count(0);
             }
             job_lookup.apply(hdr, md, ig_intr_md);              /* stages 0-2 */
-            job_check.apply(hdr, md);                           /* stages 1-2 */
-            /* An admitted DATA (JobCheck's conditions, written on stage-1
-             * results so that slot_bitmap can run in stage 2). */
-            if (md.adm == ADM_OK && md.bad_wk == 0 && md.bad_wk_ip == 0 && md.slot_room != 0 &&
-                hdr.agq.type == AGQ_TYPE_DATA) {
-                if (ig_intr_md.resubmit_flag == 0 && md.realloc == 0 && md.reread == 0) {
-                    bitmap_check.apply(md);                     /* stages 2-3 */
+            job_check.apply(hdr, md, ig_intr_md);               /* stages 1-2: admit_t, md.go */
+            /* An admitted DATA within its job's slots (md.go, stage 2); every
+             * condition below is one or two flag bits (one gateway level), the
+             * choices between register actions are tables (v, pass). */
+            if (md.count_it == 1 && md.slot_room != 0) {
+                bitmap_check.apply(md);                         /* stages 2-3 */
+            }
+            if (md.go == 1) {
+                row_occupancy_ctl.apply(md, ig_intr_md);        /* stages 3-4 */
+                if (md.count_it == 1) {
                     slot_counter.apply(hdr, md);                /* stage 4 */
                 }
-                row_occupancy_ctl.apply(md, ig_intr_md);        /* stages 3-4 */
                 /* stage 5: first / complete (pass 2: from the resubmit header) */
                 if (ig_intr_md.resubmit_flag == 1) {
                     md.first = 1;
@@ -125,7 +127,7 @@ control AgqIngress(inout ingress_headers_t hdr,
                     lane_prep.apply(hdr, md);                   /* stages 6-7 */
                 }
                 if (md.lane_run == 1) {
-                    lanes.apply(hdr, md);                       /* stages 8-15 */
+                    lanes.apply(hdr, md);                       /* stages 8-11 (Tofino 2: 8-15) */
                 }
             }
             agq_forward.apply(hdr, md, ig_intr_md, ig_dprsr_md, ig_tm_md);

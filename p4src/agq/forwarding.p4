@@ -131,10 +131,24 @@ control AgqForward(inout ingress_headers_t hdr,
     Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) agq_result_resent;
     Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) agq_absorbed;
     Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) agq_duplicate;
+    /* ResultSelect's decisions, counted here (leaves: nothing waits for them) */
+    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) agq_first;
+    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) agq_resubmits;
+    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) agq_fallback;
+    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) agq_fallback_data;
+    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) agq_cas_retries;
 
 #include "generated/agq_forward_t.p4"
 
     apply {
+        /* ResultSelect's counters (C++ first_pass1 / first_pass2 / apply()) */
+        if (md.resubmit == 1 || md.recirculate == 1) { agq_resubmits.count(0); }
+        if (md.resubmit == 1 && md.realloc == 0) { agq_first.count(0); }
+        if (md.recirculate == 1 && ig_intr_md.resubmit_flag == 1) { agq_cas_retries.count(0); }
+        if (md.verdict == V_FALLBACK_DATA) {
+            agq_fallback_data.count(0);
+            if (ig_intr_md.resubmit_flag == 1) { agq_fallback.count(0); }
+        }
         if (md.resubmit == 1) {
             ig_dprsr_md.resubmit_type = AGQ_RESUBMIT_TYPE;
         } else if (md.recirculate == 1) {

@@ -29,10 +29,9 @@ parser AgqIngressParser(packet_in pkt,
         md.ipv4_csum = 0;
         md.verdict = 0;
         md.adm = 0;
-        md.bad_wk = 0;
-        md.bad_wk_ip = 0;
-        md.bad_ps = 0;
-        md.bad_ps_ip = 0;
+        md.slot_chk = 0;
+        md.count_it = 0;
+        md.go = 0;
         transition select(ig_intr_md.resubmit_flag) {
             1: parse_resubmit;
             default: parse_port_metadata;

@@ -48,14 +48,29 @@ control RowOccupancy(inout ingress_metadata_t md,
         }
     };
 
+    action read_v0() { md.occ = row_occupancy_read_v0.execute(md.row_idx); }
+    action read_v1() { md.occ = row_occupancy_read_v1.execute(md.row_idx); }
+    action cas_v0() { md.cas_old = row_occupancy_cas_v0.execute(md.row_idx); }
+    action cas_v1() { md.cas_old = row_occupancy_cas_v1.execute(md.row_idx); }
+    /* (pass, v) -> the register action: a table, not nested gateways */
+    table occ_t {
+        key = {
+            ig_intr_md.resubmit_flag : exact;
+            md.v                     : exact;
+        }
+        actions = { read_v0; read_v1; cas_v0; cas_v1; }
+        const default_action = read_v0();
+        size = 4;
+        const entries = {
+            (0, 0) : read_v0(); (0, 1) : read_v1();
+            (1, 0) : cas_v0();  (1, 1) : cas_v1();
+        }
+    }
+
     apply {
-        if (ig_intr_md.resubmit_flag == 1) {
-            if (md.v == 0) { md.cas_old = row_occupancy_cas_v0.execute(md.row_idx); }
-            else           { md.cas_old = row_occupancy_cas_v1.execute(md.row_idx); }
-            if (md.cas_old == md.resub.occ_old) { md.cas_ok = 1; }
-        } else {
-            if (md.v == 0) { md.occ = row_occupancy_read_v0.execute(md.row_idx); }
-            else           { md.occ = row_occupancy_read_v1.execute(md.row_idx); }
+        occ_t.apply();                                            /* stage 3 */
+        if (ig_intr_md.resubmit_flag == 1 && md.cas_old == md.resub.occ_old) {
+            md.cas_ok = 1;                                        /* stage 4 */
         }
     }
 }
@@ -94,16 +109,30 @@ control SlotWindow(inout ingress_metadata_t md,
         void apply(inout agq_pair16_t w, out bit<16> rv) { w.hi = md.resub.window; rv = md.resub.window; }
     };
 
-    apply {
-        if (ig_intr_md.resubmit_flag == 1) {
-            if (md.cas_ok == 1) {
-                if (md.v == 0) { md.win = slot_window_write_v0.execute(md.slot_idx); }
-                else           { md.win = slot_window_write_v1.execute(md.slot_idx); }
-            }
-        } else {
-            if (md.v == 0) { md.win = slot_window_merge_v0.execute(md.slot_idx); }
-            else           { md.win = slot_window_merge_v1.execute(md.slot_idx); }
+    action merge_v0() { md.win = slot_window_merge_v0.execute(md.slot_idx); }
+    action merge_v1() { md.win = slot_window_merge_v1.execute(md.slot_idx); }
+    action write_v0() { md.win = slot_window_write_v0.execute(md.slot_idx); }
+    action write_v1() { md.win = slot_window_write_v1.execute(md.slot_idx); }
+    /* (pass, CAS held, v) -> the register action; pass 2 whose CAS failed
+     * leaves the window alone (it recirculates). */
+    table window_op_t {
+        key = {
+            ig_intr_md.resubmit_flag : exact;
+            md.cas_ok                : exact;
+            md.v                     : exact;
         }
+        actions = { merge_v0; merge_v1; write_v0; write_v1; @defaultonly NoAction; }
+        const default_action = NoAction;
+        size = 8;
+        const entries = {
+            (0, 0, 0) : merge_v0(); (0, 0, 1) : merge_v1();
+            (0, 1, 0) : merge_v0(); (0, 1, 1) : merge_v1();
+            (1, 1, 0) : write_v0(); (1, 1, 1) : write_v1();
+        }
+    }
+
+    apply {
+        window_op_t.apply();                                      /* stage 5 */
     }
 }
 
