@@ -34,8 +34,8 @@ control BitmapCheck(inout ingress_metadata_t md) {
     action add_v1() { md.bitmap_old = slot_bitmap_add_v1.execute(md.slot_idx); }
     table bitmap_t {
         key = { md.v : exact; }
-        actions = { add_v0; add_v1; }
-        const default_action = add_v0();
+        actions = { add_v0; add_v1; @defaultonly NoAction; }
+        const default_action = NoAction;   /* every (key) is an entry; a register action cannot be a default */
         size = 2;
         const entries = { 0 : add_v0(); 1 : add_v1(); }
     }

@@ -50,8 +50,8 @@ control SlotCounter(inout ingress_headers_t hdr,
     }
     table count_inc_t {
         key = { md.v : exact; }
-        actions = { inc_v0; inc_v1; }
-        const default_action = inc_v0();
+        actions = { inc_v0; inc_v1; @defaultonly NoAction; }
+        const default_action = NoAction;   /* every (key) is an entry; a register action cannot be a default */
         size = 2;
         const entries = { 0 : inc_v0(); 1 : inc_v1(); }
     }
@@ -59,8 +59,8 @@ control SlotCounter(inout ingress_headers_t hdr,
     action read_v1() { md.seen = 1; md.count_old = slot_count_read_v1.execute(md.slot_idx); }
     table count_read_t {
         key = { md.v : exact; }
-        actions = { read_v0; read_v1; }
-        const default_action = read_v0();
+        actions = { read_v0; read_v1; @defaultonly NoAction; }
+        const default_action = NoAction;   /* every (key) is an entry; a register action cannot be a default */
         size = 2;
         const entries = { 0 : read_v0(); 1 : read_v1(); }
     }

@@ -218,13 +218,11 @@ control JobCheck(inout ingress_headers_t hdr,
         if (md.adm == ADM_UNKNOWN) { drops_agq_unknown_job.count(0); }
         if (md.adm == ADM_BAD_WORKER) { drops_agq_bad_worker.count(0); }
         if (md.slot_chk == 1 && md.slot_room == 0) { drops_agq_bad_slot.count(0); }
-        if (md.slot_room != 0) {
-            if (md.adm == ADM_BAD_WIDTH) { drops_agq_bad_width.count(0); }
-            if (md.adm == ADM_PS) {
-                agq_ps_results.count(0);
-                md.verdict = md.ps_verdict;
-            }
-            if (md.adm == ADM_DATA) { md.go = 1; }
+        if (md.adm == ADM_BAD_WIDTH && md.slot_room != 0) { drops_agq_bad_width.count(0); }
+        if (md.adm == ADM_PS && md.slot_room != 0) {
+            agq_ps_results.count(0);
+            md.verdict = md.ps_verdict;
         }
+        if (md.adm == ADM_DATA && md.slot_room != 0) { md.go = 1; }
     }
 }

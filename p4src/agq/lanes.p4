@@ -70,8 +70,8 @@ control LaneProcessor(inout bit<32> lane,
             md.lane_clear : exact;
             md.v          : exact;
         }
-        actions = { add_v0; add_v1; clear_v0; clear_v1; }
-        const default_action = add_v0();
+        actions = { add_v0; add_v1; clear_v0; clear_v1; @defaultonly NoAction; }
+        const default_action = NoAction;   /* every (key) is an entry; a register action cannot be a default */
         size = 4;
         const entries = {
             (0, 0) : add_v0();   (0, 1) : add_v1();

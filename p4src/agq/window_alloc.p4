@@ -58,8 +58,8 @@ control RowOccupancy(inout ingress_metadata_t md,
             ig_intr_md.resubmit_flag : exact;
             md.v                     : exact;
         }
-        actions = { read_v0; read_v1; cas_v0; cas_v1; }
-        const default_action = read_v0();
+        actions = { read_v0; read_v1; cas_v0; cas_v1; @defaultonly NoAction; }
+        const default_action = NoAction;   /* every (key) is an entry; a register action cannot be a default */
         size = 4;
         const entries = {
             (0, 0) : read_v0(); (0, 1) : read_v1();
@@ -140,11 +140,20 @@ control SlotWindow(inout ingress_metadata_t md,
  * previous window of version v (every worker has its result, PROTOCOL §8),
  * choose the new one, fill the resubmit header. Tables generated from the
  * C++ (p4src/gen/gen_agq_tables.cpp): window_t, alloc_t, grant_alloc_t.
- * window_t's action also loads the lanes with the keep mask for lane_clear. */
+ * Two controls, applied as two separate steps of the ingress (agq.p4): the
+ * lanes wait only for WindowRelease (window_t loads them with the keep mask
+ * for lane_clear, stage 6), not for the allocation chain (stages 7-10). */
+control WindowRelease(inout ingress_headers_t hdr,
+                      inout ingress_metadata_t md) {
+#include "generated/window_t.p4"
+    apply {
+        window_t.apply();                                    /* stage 6; w = 0 / FALLBACK miss: masks 0 */
+    }
+}
+
 control WindowAlloc(inout ingress_headers_t hdr,
                     inout ingress_metadata_t md) {
 
-#include "generated/window_t.p4"
 #include "generated/alloc_t.p4"
 #include "generated/grant_alloc_t.p4"
 
@@ -170,7 +179,6 @@ control WindowAlloc(inout ingress_headers_t hdr,
     }
 
     apply {
-        window_t.apply();                                    /* stage 6; w = 0 / FALLBACK miss: masks 0 */
         release();                                           /* stage 7 */
         alloc_t.apply();                                     /* stage 8 */
         grant_alloc_t.apply();                               /* stage 9 */
