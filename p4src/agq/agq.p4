@@ -59,6 +59,7 @@ control AgqIngress(inout ingress_headers_t hdr,
     SlotWindow()   slot_window_ctl;
     WindowRelease() window_release;
     WindowAlloc()  window_alloc;
+    LaneClear()    lane_clear;
     ResultSelect() result_select;
     LanePrep()     lane_prep;
     Lanes()        lanes;
@@ -140,17 +141,11 @@ control AgqIngress(inout ingress_headers_t hdr,
                        (ig_intr_md.resubmit_flag == 0 || md.cas_ok == 1)) {
                 lane_prep.apply(hdr, md);                       /* stages 6-7 */
             }
-            if (md.go == 1 && ig_intr_md.resubmit_flag == 0 && md.count_new == 1 &&
-                md.old_hit == 1 && md.realloc == 0) {
-                md.lane_run = 1;                                /* zero the released window */
-                md.lane_clear = 1;
-            }
-            if (md.lane_run == 1) {
-                lanes.apply(hdr, md);                           /* stages 8-11 (Tofino 2: 8-15) */
-            }
-            if (md.go == 1 && ig_intr_md.resubmit_flag == 0 && md.count_new == 1) {
-                window_alloc.apply(hdr, md);                    /* stages 7-10 (pass 1) */
-            }
+            /* From here on tables without gateways (keys carry the
+             * conditions), so that they share stages 7-11. */
+            lane_clear.apply(md, ig_intr_md);                   /* stage 7: zero the released window */
+            lanes.apply(hdr, md);                               /* stages 8-11 (Tofino 2: 8-15) */
+            window_alloc.apply(hdr, md, ig_intr_md);            /* stages 7-10 (pass 1 of a first) */
             agq_forward.apply(hdr, md, ig_intr_md, ig_dprsr_md, ig_tm_md);
         }
     }

@@ -211,18 +211,80 @@ control JobCheck(inout ingress_headers_t hdr,
         }
     }
 
+    /* Stage 2: the drop reason counted (one counter per table), the PS
+     * verdict, md.go — tables on (adm, slot_room), no gateways (Tofino 1:
+     * if-blocks run one after the other). slot_room == 0: the slot is out of
+     * range, counted as bad_slot before bad width (C++ order). */
+#define AGQ_COUNT_ACTION(C) action count_##C() { C.count(0); }
+    AGQ_COUNT_ACTION(drops_agq_malformed)
+    AGQ_COUNT_ACTION(drops_agq_unknown_job)
+    AGQ_COUNT_ACTION(drops_agq_bad_worker)
+    AGQ_COUNT_ACTION(drops_agq_bad_slot)
+    AGQ_COUNT_ACTION(drops_agq_bad_width)
+#undef AGQ_COUNT_ACTION
+#define AGQ_ADM_COUNT(T, A, C) \
+    table T { \
+        key = { md.adm : exact; } \
+        actions = { count_##C; @defaultonly NoAction; } \
+        const default_action = NoAction; \
+        size = 1; \
+        const entries = { A : count_##C(); } \
+    }
+    AGQ_ADM_COUNT(malformed_t, ADM_MALFORMED, drops_agq_malformed)
+    AGQ_ADM_COUNT(unknown_job_t, ADM_UNKNOWN, drops_agq_unknown_job)
+    AGQ_ADM_COUNT(bad_worker_t, ADM_BAD_WORKER, drops_agq_bad_worker)
+#undef AGQ_ADM_COUNT
+    table bad_slot_t {
+        key = { md.slot_chk : exact; md.slot_room : exact; }
+        actions = { count_drops_agq_bad_slot; @defaultonly NoAction; }
+        const default_action = NoAction;
+        size = 1;
+        const entries = { (1, 0) : count_drops_agq_bad_slot(); }
+    }
+    table bad_width_t {
+        key = { md.adm : exact; md.slot_room : ternary; }
+        actions = { count_drops_agq_bad_width; NoAction; }
+        const default_action = NoAction;
+        size = 2;
+        const entries = {
+            (ADM_BAD_WIDTH, 0) : NoAction();
+            (ADM_BAD_WIDTH, _) : count_drops_agq_bad_width();
+        }
+    }
+    action ps_result() {
+        agq_ps_results.count(0);
+        md.verdict = md.ps_verdict;
+    }
+    table ps_result_t {
+        key = { md.adm : exact; md.slot_room : ternary; }
+        actions = { ps_result; NoAction; }
+        const default_action = NoAction;
+        size = 2;
+        const entries = {
+            (ADM_PS, 0) : NoAction();
+            (ADM_PS, _) : ps_result();
+        }
+    }
+    action set_go() { md.go = 1; }
+    table go_t {
+        key = { md.adm : exact; md.slot_room : ternary; }
+        actions = { set_go; NoAction; }
+        const default_action = NoAction;
+        size = 2;
+        const entries = {
+            (ADM_DATA, 0) : NoAction();
+            (ADM_DATA, _) : set_go();
+        }
+    }
+
     apply {
         admit_t.apply();                                     /* stage 1 */
-        /* stage 2: the drop counters in the C++ order, the PS verdict, go */
-        if (md.adm == ADM_MALFORMED) { drops_agq_malformed.count(0); }
-        if (md.adm == ADM_UNKNOWN) { drops_agq_unknown_job.count(0); }
-        if (md.adm == ADM_BAD_WORKER) { drops_agq_bad_worker.count(0); }
-        if (md.slot_chk == 1 && md.slot_room == 0) { drops_agq_bad_slot.count(0); }
-        if (md.adm == ADM_BAD_WIDTH && md.slot_room != 0) { drops_agq_bad_width.count(0); }
-        if (md.adm == ADM_PS && md.slot_room != 0) {
-            agq_ps_results.count(0);
-            md.verdict = md.ps_verdict;
-        }
-        if (md.adm == ADM_DATA && md.slot_room != 0) { md.go = 1; }
+        malformed_t.apply();                                 /* stage 2 */
+        unknown_job_t.apply();
+        bad_worker_t.apply();
+        bad_slot_t.apply();
+        bad_width_t.apply();
+        ps_result_t.apply();
+        go_t.apply();
     }
 }

@@ -63,19 +63,21 @@ control LaneProcessor(inout bit<32> lane,
     action add_v1() { lane = lane_add_v1.execute(md.row_idx); }
     action clear_v0() { lane = lane_clear_v0.execute(md.row_idx); }
     action clear_v1() { lane = lane_clear_v1.execute(md.row_idx); }
-    /* (lane_clear, v) -> the register action: one table per lane, no
-     * nested gateways (each would be a table of its own per lane). */
+    /* (lane_run, lane_clear, v) -> the register action: one table per
+     * lane, applied without a gateway (lane_run = 0 misses): on Tofino 1 an
+     * if-block around the lanes would wait for every earlier if-block. */
     table lane_t {
         key = {
+            md.lane_run   : exact;
             md.lane_clear : exact;
             md.v          : exact;
         }
         actions = { add_v0; add_v1; clear_v0; clear_v1; @defaultonly NoAction; }
-        const default_action = NoAction;   /* every (key) is an entry; a register action cannot be a default */
+        const default_action = NoAction;   /* a register action cannot be a default */
         size = 4;
         const entries = {
-            (0, 0) : add_v0();   (0, 1) : add_v1();
-            (1, 0) : clear_v0(); (1, 1) : clear_v1();
+            (1, 0, 0) : add_v0();   (1, 0, 1) : add_v1();
+            (1, 1, 0) : clear_v0(); (1, 1, 1) : clear_v1();
         }
     }
 

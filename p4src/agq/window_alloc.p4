@@ -151,8 +151,35 @@ control WindowRelease(inout ingress_headers_t hdr,
     }
 }
 
+/* Stage 7: pass 1 of a first contribution that released a window zeroes it
+ * in the lanes (lane_clear with window_t's keep mask), except on a realloc
+ * retry (the window is already zeroed). A table, no gateway (see Lanes). */
+control LaneClear(inout ingress_metadata_t md,
+                  in ingress_intrinsic_metadata_t ig_intr_md) {
+    action clear_lanes() {
+        md.lane_run = 1;
+        md.lane_clear = 1;
+    }
+    table lane_clear_t {
+        key = {
+            md.first                 : exact;
+            ig_intr_md.resubmit_flag : exact;
+            md.old_hit               : exact;
+            md.realloc               : exact;
+        }
+        actions = { clear_lanes; @defaultonly NoAction; }
+        const default_action = NoAction;
+        size = 1;
+        const entries = { (1, 0, 1, 0) : clear_lanes(); }
+    }
+    apply {
+        lane_clear_t.apply();
+    }
+}
+
 control WindowAlloc(inout ingress_headers_t hdr,
-                    inout ingress_metadata_t md) {
+                    inout ingress_metadata_t md,
+                    in ingress_intrinsic_metadata_t ig_intr_md) {
 
 #include "generated/alloc_t.p4"
 #include "generated/grant_alloc_t.p4"
@@ -178,12 +205,33 @@ control WindowAlloc(inout ingress_headers_t hdr,
         md.resub.window = WIN_FALLBACK | flags;         /* pack_window(0, 0, 1, ovf) */
     }
 
+    /* (pass 1 of a first contribution, grant usable, OVERFLOW) -> the
+     * resubmit header (C++ first_pass1) */
+    table resub_t {
+        key = {
+            md.first                 : exact;
+            ig_intr_md.resubmit_flag : exact;
+            md.alloc_ok              : exact;
+            hdr.agq.flags            : ternary;
+        }
+        actions = { resub_grant; resub_fallback; @defaultonly NoAction; }
+        const default_action = NoAction;
+        size = 4;
+        const entries = {
+            (1, 0, 1, AGQ_FLAG_OVERFLOW &&& AGQ_FLAG_OVERFLOW) : resub_grant(WIN_OVERFLOW);
+            (1, 0, 1, _)                                       : resub_grant(0);
+            (1, 0, 0, AGQ_FLAG_OVERFLOW &&& AGQ_FLAG_OVERFLOW) : resub_fallback(WIN_OVERFLOW);
+            (1, 0, 0, _)                                       : resub_fallback(0);
+        }
+    }
+
+    /* Applied to every agq packet without a gateway (see Lanes): release,
+     * alloc_t and grant_alloc_t only compute metadata; resub_t hits only on
+     * pass 1 of a first contribution. */
     apply {
         release();                                           /* stage 7 */
         alloc_t.apply();                                     /* stage 8 */
         grant_alloc_t.apply();                               /* stage 9 */
-        bit<16> ovf = 0;                                     /* stage 10: the resubmit header */
-        if ((hdr.agq.flags & AGQ_FLAG_OVERFLOW) != 0) { ovf = WIN_OVERFLOW; }
-        if (md.alloc_ok == 1) { resub_grant(ovf); } else { resub_fallback(ovf); }
+        resub_t.apply();                                     /* stage 10: the resubmit header */
     }
 }
