@@ -80,12 +80,16 @@ void AgqFastProgram::process_burst(tna::BurstPacket* pkts, unsigned n) {
     unsigned k = 0;
     for (unsigned i = 0; i < m; ++i) {
       if (i + 2 < m) __builtin_prefetch(p[i + 2].bytes + 64);
-      meta[i] = Meta{};
-      if (admit(p[i], meta[i])) continue;
-      // locate_agq() refused it; parse_view() agrees with parse(), and
-      // locate_agq() accepts exactly parse()'s valid agq frames, so
-      // agq_valid is never set here (counted as a parser error if it were).
-      if (parse_view(p[i].bytes, p[i].len, views[i]) != ParserError::None || views[i].agq_valid) {
+      // One parse for every frame (parse_view() agrees with parse(), which
+      // the model runs): agq traffic is admitted at the offsets it found.
+      if (parse_view(p[i].bytes, p[i].len, views[i]) == ParserError::None && views[i].agq_valid) {
+        meta[i] = Meta{};
+        admit(p[i], views[i], meta[i]);
+        continue;
+      }
+      meta[i].frame = nullptr;  // no register stage, no agq_forward_t
+      meta[i].slot = nullptr;
+      if (views[i].error != ParserError::None) {
         ++c_.parser_errors;
         ++c_.fwd_drops[std::size_t(DropReason::ParserError)];
         p[i].decision = tna::Decision::drop(uint16_t(DropReason::ParserError));
@@ -114,10 +118,12 @@ void AgqFastProgram::process_burst(tna::BurstPacket* pkts, unsigned n) {
 
 // ---- stage 0: parser, header sanity, job_t, worker_t (Ingress::validate);
 // stages 1-2: slot and row indices. Nothing of any job is touched here.
-// False (nothing done) for a frame that is not agq traffic.
-bool AgqFastProgram::admit(tna::BurstPacket& p, Meta& m) {
-  AgqFrame f;
-  if (!locate_agq(p.bytes, p.len, f)) return false;
+// `v`: the frame's parse, with a valid agq header.
+void AgqFastProgram::admit(tna::BurstPacket& p, const FrameView& v, Meta& m) {
+  // parse_view() marked the agq header valid: Ethernet, at most one tag,
+  // IPv4 IHL 5 not a fragment, UDP to 50100, the whole header present
+  // (exactly locate_agq()'s frames).
+  const AgqFrame f{v.l3_offset, v.payload_offset};
   ++c_.agq_packets;
   m.frame = p.bytes;
   m.worker = &kWorkerMiss;
@@ -128,7 +134,6 @@ bool AgqFastProgram::admit(tna::BurstPacket& p, Meta& m) {
   auto reject = [&m](AgqDrop why) {
     m.drop = why;
     m.verdict = Verdict::Drop;
-    return true;
   };
   if ((h[kVerType] >> 4) != proto::kAgqVersion || (n_lanes != proto::kAgqLanes && n_lanes != proto::kAgqLanesT1) ||
       (type != kTypeData && type != kTypePsResult))
@@ -154,7 +159,7 @@ bool AgqFastProgram::admit(tna::BurstPacket& p, Meta& m) {
   if (type == kTypePsResult) {  // stateless: straight to agq_forward_t
     ++c_.ingress.ps_results;
     m.verdict = (m.flags & proto::kAgqFlagRetransmit) ? Verdict::PsResultUnicast : Verdict::PsResult;
-    return true;
+    return;
   }
   const uint8_t req = h[kReqWidth];
   if (req % 4 != 0 || req < 4 || req > 32) return reject(AgqDrop::BadWidth);
@@ -168,7 +173,6 @@ bool AgqFastProgram::admit(tna::BurstPacket& p, Meta& m) {
   __builtin_prefetch(m.slot, 1);
   __builtin_prefetch(m.cells, 1);
   if (job.lanes > 16) __builtin_prefetch(m.cells + 16, 1);
-  return true;
 }
 
 // ---- stages 2-17 for one DATA packet: Ingress::apply, first_pass1 and
