@@ -136,6 +136,7 @@ struct AllreduceEngine::Impl {
     uint64_t prev_g = UINT64_MAX;
     uint8_t prev_v = 0;
     bool prev_retx = false, prev_flagged = false;
+    bool marked = false, prev_marked = false;  // resent because RACK found it lost
   };
   // RACK per switch lcore (PROTOCOL.md §10: it serves its shards in arrival
   // order): our transmissions in order, and the newest one (by send order)
@@ -558,6 +559,7 @@ bool AllreduceEngine::retransmit(uint32_t li, uint32_t s, uint64_t now_ns, Resen
   // doubling) finds it, not the RTO that must cover scheduling stalls. RACK
   // itself judges first transmissions only: a retransmission that waits for
   // a peer's own recovery would be marked again and again.
+  if (why == Resend::Lost) sl.marked = true;
   const uint64_t base = m.base_rto();
   uint64_t next;
   if (why != Resend::Timer)
@@ -627,7 +629,9 @@ int AllreduceEngine::on_frame(std::span<const uint8_t> frame, uint64_t now_ns) {
       // Widen RACK's reorder window (RFC 8985 §6.2's DSACK rule).
       sl.prev_retx = false;
       ++stats_.spurious;
-      m.reo_mult = std::min(m.reo_mult * 2, 64u);
+      // Only RACK's own mistakes say the reorder window is too narrow (a
+      // timer's or a probe's say the peer was slow).
+      if (sl.prev_marked) m.reo_mult = std::min(m.reo_mult * 2, 64u);
     }
     return -1;
   }
@@ -686,6 +690,8 @@ int AllreduceEngine::on_frame(std::span<const uint8_t> frame, uint64_t now_ns) {
   sl.prev_v = uint8_t(flags & proto::kAgqFlagVersion);
   sl.prev_retx = sl.retransmitted;
   sl.prev_flagged = flags & proto::kAgqFlagRetransmit;
+  sl.prev_marked = sl.marked;
+  sl.marked = false;
   Impl::OpEntry& en = *m.entry(lw, sl.op_serial);
   AllreduceOp& op = *en.op;
   OpStats& st = en.st;
@@ -762,7 +768,7 @@ unsigned AllreduceEngine::tick(uint64_t now_ns) {
       Impl::Slot& sl = lw.slots[s];
       sl.st = Impl::St::Sent;
       sl.tries = 0;
-      sl.retransmitted = false;
+      sl.retransmitted = sl.marked = false;
       sl.renewed = false;
       sl.sent_ns = sl.xmit_ns = now_ns;
       lw.sent_end = std::max(lw.sent_end, sl.g + 1);
