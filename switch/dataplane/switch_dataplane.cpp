@@ -84,8 +84,13 @@ SwitchDataplane::SwitchDataplane(Ports& ports, control::Pipes& pipes, LoopOption
 void SwitchDataplane::setup(control::Pipes& pipes) {
   const uint16_t nports = ports_.count();
   const unsigned L = rte_lcore_count();
-  // Idle lcores answer within one back-off sleep; a generous margin on top.
-  const auto timeout = std::chrono::milliseconds(1000 + 4 * opt_.idle_sleep_us / 1000);
+  // An lcore answers at its next poll round: within one back-off sleep when
+  // idle, within kCommandEvery rounds when busy -- once it is on a CPU. On a
+  // shared machine (2 vCPUs, compiles, other busy-polling processes) a
+  // runnable thread can wait for a CPU for hundreds of milliseconds; the
+  // control thread waits long enough for that (it gives up only on an lcore
+  // that is really gone), and agqctl waits longer still (ctl_protocol.hpp).
+  const auto timeout = std::chrono::milliseconds(kCommandTimeoutMs + 4 * opt_.idle_sleep_us / 1000);
   commands_ = std::make_unique<CommandRings>(L, timeout);
 
   unsigned lcore_id;

@@ -58,6 +58,9 @@ class SwitchDataplane {
   // A busy lcore looks at its command ring every this many poll rounds
   // (an idle one after every empty round).
   static constexpr unsigned kCommandEvery = 8;
+  // How long the control thread waits for an lcore's ack (plus the idle
+  // back-off ceiling); below agqctl's own timeout (control::kCtlTimeoutMs).
+  static constexpr unsigned kCommandTimeoutMs = 5000;
 
   struct RxQueue {
     uint16_t port, queue;
