@@ -24,6 +24,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -81,6 +82,11 @@ struct Trace {
   uint64_t elements = 0;  // gradient elements contributed per cycle (DATA that counts x lanes)
   unsigned lanes = 0;     // lanes per aggregation packet (0: not aggregation traffic)
   unsigned width = 0;     // window width in bits (0: not applicable)
+  // No program rewrites these frames (forwarded unchanged), so the burst
+  // harness replays them in place, as the buffers an rx burst hands over,
+  // with no copy at all; checked after the run (abort if a frame changed).
+  // Otherwise every frame is copied into its burst buffer first.
+  bool in_place = false;
 };
 
 std::mt19937& rng() {
@@ -165,6 +171,7 @@ Trace l2_trace() {
     sp.dst_port = 9000;
     t.frames.push_back(build_udp_frame(sp, payload));
   }
+  t.in_place = true;
   return t;
 }
 
@@ -333,11 +340,25 @@ std::vector<PipelineUnderTest> pipelines() {
     return std::make_unique<NullProgram>();
   };
   auto no_traces = [] { return std::vector<NamedTrace>{}; };
+  // The burst harness alone on one copied trace of each wire format (the
+  // in-place l2_forward is added below like everywhere): what the rows of
+  // that format pay for copies and reading decisions back.
+  auto harness_traces = [] {
+    std::vector<NamedTrace> out;
+    for (const Shape& s : kShapes())
+      if (std::string(s.name) == "steady_w2") out.push_back({s.name, classic_trace(s)});
+    for (unsigned i = 0; i < std::size(kAgqShapes); ++i)
+      if (std::string(kAgqShapes[i].name) == "n4_w16") out.push_back({kAgqShapes[i].name, agq_trace(i)});
+    return out;
+  };
   v.push_back({"null", false, null_program, no_traces});
-  v.push_back({"null_burst", true, null_program, no_traces});
+  v.push_back({"null_burst", true, null_program, harness_traces});
   v.push_back({"classic", false, classic_fast, classic_traces});
   v.push_back({"classic_burst", true, classic_fast, classic_traces});
   v.push_back({"classic_ref", false, classic_ref, classic_traces});
+  // The reference through the same burst harness (its process_burst() is
+  // the default loop over process()), for side-by-side burst rows.
+  v.push_back({"classic_ref_burst", true, classic_ref, classic_traces});
   // agq: the TNA model (the reference) and the fast program the switch
   // runs, both through process_burst() in bursts of kBurst, side by side;
   // the fast one also with each SIMD variant the CPU has, on n4_w16.
@@ -451,9 +472,17 @@ void run_trace(benchmark::State& state, const PipelineUnderTest& pu, const Trace
 }
 
 // The same replay through process_burst(), kBurst packets per iteration as
-// the dataplane hands them over (fresh copies of the frames, as fresh mbufs),
-// then each packet's decision with its replicas through egress().
+// the dataplane hands them over, then each packet's decision with its
+// replicas through egress(). The burst descriptors are built before the
+// timed loop (a ring of the trace's frames, each in its own 64-byte-aligned
+// buffer like an mbuf's data, plus the first kBurst again at the end so that
+// every burst is one contiguous run of descriptors). An in-place trace is
+// processed straight from those buffers; any other trace is first copied,
+// frame by frame, into the burst's kBurst buffers (a fresh rx burst: the
+// programs rewrite packets in place, an agq DATA becomes a RESULT). Each
+// replica gets its own copy when the program rewrites replicas.
 constexpr unsigned kBurst = 32;
+constexpr size_t kBufStride = 2048;  // an mbuf's data room
 void run_trace_burst(benchmark::State& state, const PipelineUnderTest& pu, const Trace& trace) {
   agq::tna::ReplicationEngine pre;
   auto prog = pu.make(pre);
@@ -461,21 +490,34 @@ void run_trace_burst(benchmark::State& state, const PipelineUnderTest& pu, const
   md.ingress_port = kIngress;
   const std::vector<Frame>& frames = trace.frames;
   const size_t n = frames.size();
+  for (const Frame& f : frames)
+    if (f.size() > kBufStride) std::abort();
+  const bool in_place = trace.in_place;
+  // The buffers: one per frame of the trace (in place) or one per packet of
+  // a burst (copied into).
+  const size_t nbuf = in_place ? n : kBurst;
+  std::unique_ptr<uint8_t, decltype(&std::free)> pool(
+      static_cast<uint8_t*>(std::aligned_alloc(64, nbuf * kBufStride)), &std::free);
+  std::vector<agq::tna::BurstPacket> ring(n + kBurst);
+  for (size_t j = 0; j < n + kBurst; ++j) {
+    const Frame& f = frames[j % n];
+    uint8_t* buf = pool.get() + (in_place ? j % n : j % kBurst) * kBufStride;
+    if (in_place) std::memcpy(buf, f.data(), f.size());
+    ring[j] = agq::tna::BurstPacket{buf, uint16_t(f.size()), md, {}};
+  }
+  // The pristine frames packed back to back, for the copies.
+  std::vector<const uint8_t*> src(n + kBurst);
+  for (size_t j = 0; j < n + kBurst; ++j) src[j] = frames[j % n].data();
   size_t i = 0;
   uint64_t drops = 0, out = 0;
   const bool egress = prog->has_egress();
-  std::vector<Frame> buf(kBurst);
-  for (auto& b : buf) b.reserve(2048);
-  std::vector<agq::tna::BurstPacket> pkts(kBurst);
   Frame r;
   r.reserve(2048);
   for (auto _ : state) {
-    for (unsigned k = 0; k < kBurst; ++k) {
-      buf[k].assign(frames[i].begin(), frames[i].end());
-      pkts[k] = agq::tna::BurstPacket{buf[k].data(), uint16_t(buf[k].size()), md, {}};
-      if (++i == n) i = 0;
-    }
-    prog->process_burst(pkts.data(), kBurst);
+    agq::tna::BurstPacket* pkts = &ring[i];
+    if (!in_place)
+      for (unsigned k = 0; k < kBurst; ++k) std::memcpy(pkts[k].bytes, src[i + k], pkts[k].len);
+    prog->process_burst(pkts, kBurst);
     for (unsigned k = 0; k < kBurst; ++k) {
       const agq::tna::Decision& d = pkts[k].decision;
       switch (d.kind) {
@@ -486,7 +528,7 @@ void run_trace_burst(benchmark::State& state, const PipelineUnderTest& pu, const
             if (rep.port == d.exclude_port) continue;
             ++out;
             if (egress) {
-              r.assign(buf[k].begin(), buf[k].end());
+              r.assign(pkts[k].bytes, pkts[k].bytes + pkts[k].len);
               prog->egress(r, rep.port, rep.rid);
               benchmark::DoNotOptimize(r.data());
             }
@@ -495,7 +537,15 @@ void run_trace_burst(benchmark::State& state, const PipelineUnderTest& pu, const
       }
     }
     benchmark::ClobberMemory();
+    i += kBurst;
+    if (i >= n) i -= n;
   }
+  if (in_place)
+    for (size_t j = 0; j < n; ++j)
+      if (std::memcmp(ring[j].bytes, frames[j].data(), frames[j].size()) != 0) {
+        std::fprintf(stderr, "bench: %s rewrote frame %zu of an in-place trace\n", pu.name.c_str(), j);
+        std::abort();
+      }
   report(state, *prog, pu, trace, double(state.iterations()) * kBurst, drops, out);
 }
 
@@ -626,6 +676,72 @@ class SideBySideReporter : public benchmark::ConsoleReporter {
   }
   void Finalize() override {
     ConsoleReporter::Finalize();
+    print_l2();
+    print_classic();
+    print_agq();
+  }
+
+ private:
+  const double* find(const std::string& name) const {
+    const auto it = ns_.find(name);
+    return it == ns_.end() ? nullptr : &it->second;
+  }
+
+  // Plain L2 forwarding: the fast Forwarding inside both fast programs, its
+  // reference, and the harness alone, all on the same frames in this run.
+  // "program" = row - harness, printed beside the row, never instead of it.
+  void print_l2() const {
+    const double* harness = find("Pipeline/null_burst/l2_forward");
+    const double* ref = find("Pipeline/classic_ref_burst/l2_forward");
+    struct Row {
+      const char* label;
+      const char* bench;
+    };
+    const Row rows[] = {
+        {"classic (fast Forwarding)", "Pipeline/classic_burst/l2_forward"},
+        {"agq_fast (fast Forwarding)", "Pipeline/agq_fast/l2_forward"},
+        {"agq model (parse, Headers)", "Pipeline/agq/l2_forward"},
+        {"reference (ForwardingReference)", "Pipeline/classic_ref_burst/l2_forward"},
+    };
+    bool header = false;
+    for (const Row& r : rows) {
+      const double* v = find(r.bench);
+      if (!v) continue;
+      if (!header) {
+        std::printf("\nplain L2 forwarding (l2_forward: 64 stations -> a static MAC; bursts of %u, frames in place),"
+                    " ns/packet\n",
+                    kBurst);
+        std::printf("%-32s %9s %9s %9s\n", "program", "row", "-harness", "ref/row");
+        if (harness) std::printf("%-32s %9.1f\n", "harness alone (null_burst)", *harness);
+        header = true;
+      }
+      std::printf("%-32s %9.1f", r.label, *v);
+      if (harness) std::printf(" %9.1f", *v - *harness);
+      else std::printf(" %9s", "-");
+      if (ref) std::printf(" %8.1fx", *ref / *v);
+      std::printf("\n");
+    }
+  }
+
+  // classic: the fast program against its reference, both in bursts.
+  void print_classic() const {
+    bool header = false;
+    for (const Shape& s : kShapes()) {
+      const double* f = find(std::string("Pipeline/classic_burst/") + s.name);
+      const double* r = find(std::string("Pipeline/classic_ref_burst/") + s.name);
+      if (!f || !r) continue;
+      if (!header) {
+        std::printf("\nclassic pipeline, ns/packet (bursts of %u, frames copied in): reference vs fast\n", kBurst);
+        if (const double* h = find("Pipeline/null_burst/steady_w2"))
+          std::printf("harness alone (null_burst/steady_w2): %.1f ns/packet, included below\n", *h);
+        std::printf("%-16s %10s %10s %8s\n", "shape", "reference", "fast", "speedup");
+        header = true;
+      }
+      std::printf("%-16s %10.1f %10.1f %7.1fx\n", s.name, *r, *f, *r / *f);
+    }
+  }
+
+  void print_agq() const {
     bool header = false;
     for (const AgqShape& s : kAgqShapes) {
       const auto m = ns_.find(std::string("Pipeline/agq/") + s.name);
@@ -647,9 +763,10 @@ class SideBySideReporter : public benchmark::ConsoleReporter {
       if (m != ns_.end()) std::printf("  (%.1fx the model)", m->second / f->second);
       std::printf("\n");
     }
+    if (const double* h = find("Pipeline/null_burst/n4_w16"))
+      std::printf("harness alone (null_burst/n4_w16): %.1f ns/packet, included above\n", *h);
   }
 
- private:
   std::map<std::string, double> ns_;
 };
 
