@@ -255,6 +255,11 @@ class Bench:
             "stages": build / "bench" / "bench_worker_stages",
         }
         self.testpmd = shutil.which("dpdk-testpmd")
+        # agq workers' memif rings: 2^11 descriptors. N = 8 puts 4 logical
+        # workers x 256 slots = 1024 RESULTs in flight towards one process,
+        # exactly the default ring (2^10): a descheduled worker then loses
+        # RESULTs in the switch's tx (dp.tx_dropped) at "0 % loss".
+        self.rsize = os.environ.get("AGQ_MEMIF_RSIZE", ",rsize=11")
 
     # ---- pipeline cost (Google Benchmark) --------------------------------
     def pipeline_cost(self) -> dict:
@@ -568,7 +573,7 @@ class Bench:
                 "--verify", verify]
 
         def proc(name, sock, extra):
-            v = f"net_memif0,role=client,id=0,socket={self.work}/m{sock}.sock,socket-abstract=no"
+            v = f"net_memif0,role=client,id=0,socket={self.work}/m{sock}.sock,socket-abstract=no{self.rsize}"
             return self.procs.start(name, [self.bin["worker"], *eal(self.procs.prefix(name), ["-l", "1"], [v], 256),
                                            "--", *extra, *args])
 

@@ -378,7 +378,7 @@ int run_agq_worker(const Options& o, Ports& ports) {
             .raw("engine", Json()
                                .num("srtt_us", es.srtt_ns * 1e-3).num("rttvar_us", es.rttvar_ns * 1e-3)
                                .num("rto_us", double(es.rto_ns) * 1e-3).num("rtt_samples", es.rtt_samples)
-                               .num("min_rtt_us", es.min_rtt_ns * 1e-3).num("reo_wnd_us", double(es.reo_wnd_ns) * 1e-3)
+                               .num("min_rtt_us", es.min_rtt_ns * 1e-3).num("rtt_peak_us", es.rtt_peak_ns * 1e-3).num("reo_wnd_us", double(es.reo_wnd_ns) * 1e-3)
                                .num("fast_retransmissions", es.fast_retransmissions).num("tail_probes", es.tail_probes)
                                .num("spurious_retransmissions", es.spurious)
                                .num("chunks_over_1ms", es.chunks_over_1ms).num("chunks_over_5ms", es.chunks_over_5ms)

@@ -267,11 +267,20 @@ struct AllreduceEngine::Impl {
     const double x = double(r);
     const AllreduceTuning& tu = e.cfg_.tuning;
     if (!st.min_rtt_ns || x < st.min_rtt_ns) st.min_rtt_ns = x;
+    // The recent peak, every sample (slow decay, ~4096 samples): the RTO's
+    // floor. srtt/rttvar below filter the far samples out (they are mostly
+    // another worker's loss), but a deep window on a loaded host has real
+    // round trips of tens of ms, and an RTO below them retransmits every
+    // sequence that waits in the queue.
+    st.rtt_peak_ns = std::max(x, st.rtt_peak_ns - st.rtt_peak_ns / 4096);
     // A RESULT completes when the slowest worker's DATA arrived: a sample
     // far above srtt is usually another worker's loss and retransmission,
     // not our path. Counting those would feed the RTO with the RTO (at 10%
     // loss it climbs to the cap); a run of 8 such samples is a real change.
-    if (st.rtt_samples && x > 2 * st.srtt_ns + double(tu.rto_min_ns) && ++outliers < 8) return;
+    if (st.rtt_samples && x > 2 * st.srtt_ns + double(tu.rto_min_ns) && ++outliers < 8) {
+      st.rto_ns = rto_of(st);
+      return;
+    }
     outliers = 0;
     if (!st.rtt_samples) {
       st.srtt_ns = x;
@@ -281,11 +290,19 @@ struct AllreduceEngine::Impl {
       st.srtt_ns = 0.875 * st.srtt_ns + 0.125 * x;
     }
     ++st.rtt_samples;
-    const AllreduceTuning& t = tu;
-    // srtt + 4 rttvar, the variance term floored (as TCP's clock granularity
-    // G: a perfectly steady RTT must not leave the RTO at srtt), capped.
-    st.rto_ns = std::min<uint64_t>(uint64_t(st.srtt_ns + std::max(4 * st.rttvar_ns, double(t.rto_min_ns))),
-                                   t.rto_max_ns);
+    st.rto_ns = rto_of(st);
+  }
+
+  // srtt + 4 rttvar, the variance term floored (as TCP's clock granularity
+  // G: a perfectly steady RTT must not leave the RTO at srtt); at least 5/4
+  // of the recent peak round trip, but that term at most 4x the first (a
+  // peak made by a recovery that needed the RTO must not ratchet the RTO up
+  // to its cap); capped. Loss is found by RACK and the tail probe: the RTO
+  // is the last resort and may be long.
+  uint64_t rto_of(const EngineStats& st) const {
+    const AllreduceTuning& t = e.cfg_.tuning;
+    const double base = st.srtt_ns + std::max(4 * st.rttvar_ns, double(t.rto_min_ns));
+    return std::min<uint64_t>(uint64_t(std::max(base, std::min(1.25 * st.rtt_peak_ns, 4 * base))), t.rto_max_ns);
   }
 
   // RACK's reorder window: a quarter of the smallest round trip (a memif

@@ -228,6 +228,7 @@ struct EngineStats {
   uint64_t spurious = 0;             // retransmissions found unnecessary (the original completed: a resent RESULT followed)
   uint64_t reo_wnd_ns = 0;           // current RACK reorder window
   double min_rtt_ns = 0;
+  double rtt_peak_ns = 0;            // recent peak round trip (slow decay): the RTO is at least 5/4 of it
   // Completion times (first DATA -> final RESULT) of chunks: how long loss
   // recovery makes the slowest ones wait.
   uint64_t chunks_over_1ms = 0, chunks_over_5ms = 0, max_chunk_ns = 0;
