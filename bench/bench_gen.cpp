@@ -4,7 +4,7 @@
 //
 //   bench_gen [EAL] -- --traffic l2|classic|agq [--seconds S] [--warmup S]
 //                      [--rate-mpps R] [--burst N] [--window N] [--workers N]
-//                      [--width BITS] [--rows R] [--queues Q]
+//                      [--width BITS] [--rows R] [--queues Q] [--no-rx]
 //   bench_gen --write-pcap FILE --traffic l2|classic|agq [--stream K]
 //             [--shard-mod M --shard-rem K] ...                              (no EAL)
 //
@@ -21,7 +21,9 @@
 // the port takes them, or paced to R Mpps), receives on every port, and
 // prints one JSON line: packets the port accepted per second (the device
 // under test's input rate once it is the bottleneck), packets received back,
-// and the latency distribution of the packets that came back.
+// and the latency distribution of the packets that came back. --no-rx never
+// polls the rx queues: the device's tx toward this process then finds its
+// memif rings full (the switch's tx-drop test).
 //
 // Latency: every frame carries a magic word and the TSC at tx (written just
 // before rte_eth_tx_burst) in bytes the device under test leaves alone (UDP
@@ -90,6 +92,7 @@ struct Opts {
   unsigned rows = 0;    // agq: the job's row quota; 0 = window * width / 32
   unsigned queues = 1;  // memif rings per port; shard k leaves on ring k % queues
   unsigned shard_mod = 0, shard_rem = 0;  // --write-pcap: keep shard % mod == rem
+  bool no_rx = false;   // never receive: the device under test's tx toward us fills and must drop
   size_t max_samples = 4u << 20;
 };
 
@@ -248,6 +251,7 @@ bool parse_args(int argc, char** argv, Opts& o) {
     else if (a == "--queues") o.queues = unsigned(std::atoi(next()));
     else if (a == "--shard-mod") o.shard_mod = unsigned(std::atoi(next()));
     else if (a == "--shard-rem") o.shard_rem = unsigned(std::atoi(next()));
+    else if (a == "--no-rx") o.no_rx = true;
     else {
       std::fprintf(stderr, "bench_gen: unknown option %s\n", a.c_str());
       return false;
@@ -370,7 +374,7 @@ int run(const Opts& o) {
         }
       }
     }
-    for (uint16_t p = 0; p < nports; ++p)
+    for (uint16_t p = 0; p < nports && !o.no_rx; ++p)
     for (uint16_t q = 0; q < ports.info(p).rx_queues; ++q) {
       const uint16_t n = rte_eth_rx_burst(p, q, rx, 64);
       if (!n) continue;

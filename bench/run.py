@@ -163,6 +163,37 @@ def json_lines(text: str) -> list[dict]:
     return out
 
 
+def thread_cpu_ns(pid: int, select) -> int | None:
+    """CPU time (ns, /proc schedstat) of the threads of pid that
+    select(pid, tid, name) picks; None when the process is gone."""
+    total, found = 0, False
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for tid in tids:
+        try:
+            name = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
+            if select(pid, int(tid), name):
+                total += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
+                found = True
+        except (OSError, ValueError, IndexError):
+            pass
+    return total if found else None
+
+
+def switch_lcore(pid: int, tid: int, name: str) -> bool:
+    """agq-switch's dataplane lcores: the main thread (the main lcore) and
+    EAL's worker lcores (rte-worker-N in DPDK 22.11, lcore-worker-N in later
+    releases); its control and stats threads are not lcores."""
+    return tid == pid or name.startswith(("rte-worker", "lcore-worker"))
+
+
+def testpmd_lcore(pid: int, tid: int, name: str) -> bool:
+    """testpmd's forwarding lcores (its main lcore only prints statistics)."""
+    return name.startswith(("rte-worker", "lcore-worker"))
+
+
 def wait_for(pred, timeout: float, interval: float = 0.05) -> bool:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -306,20 +337,30 @@ class Bench:
         # Packets that reached a program: rx minus those a full hand-off ring
         # dropped (the replay is not flow-controlled, so an overloaded owner
         # lcore would otherwise count as throughput).
-        rates = self.sample(p, r"stats: rx [\d.]+ Mpps  processed ([\d.]+) Mpps", seconds)
+        rates = self.sample(p, r"stats: rx [\d.]+ Mpps  processed ([\d.]+) Mpps", seconds,
+                            lcore_threads=switch_lcore)
         return median(rates) if rates else None
 
-    def sample(self, p, pattern: str, seconds: float, split: str | None = None) -> list[float]:
+    def sample(self, p, pattern: str, seconds: float, split: str | None = None,
+               lcore_threads=None) -> list[float]:
         """Per-second rates from a running process's log: waits for the first
         report (start-up takes a while), then `seconds` more; the first
-        report (a partial second) is dropped."""
+        report (a partial second) is dropped. With lcore_threads (a
+        predicate on (pid, tid, thread name)), self.last_cpu is set to the
+        CPU those threads got over the same window, in vCPUs (1.0 = one
+        vCPU all the time): on a shared machine a busy-polling lcore gets
+        less than a whole vCPU, and rate / CPU is what one lcore does per
+        second of CPU it actually had."""
         def reports():
             text = output(p)
             if split:
                 return [sum(int(x) for x in re.findall(pattern, b)) / 1e6 for b in text.split(split)[1:]]
             return [float(m.group(1)) for m in re.finditer(pattern, text)]
         wait_for(lambda: len(reports()) >= 1 or p.poll() is not None, 30, 0.1)
+        t0, c0 = time.monotonic(), thread_cpu_ns(p.pid, lcore_threads) if lcore_threads else None
         wait_for(lambda: len(reports()) >= 2 + seconds or p.poll() is not None, seconds + 5, 0.1)
+        t1, c1 = time.monotonic(), thread_cpu_ns(p.pid, lcore_threads) if lcore_threads else None
+        self.last_cpu = (c1 - c0) / 1e9 / (t1 - t0) if c0 is not None and c1 is not None and c1 > c0 else None
         self.procs.stop(p)
         return reports()[1:]
 
@@ -334,7 +375,7 @@ class Bench:
                               "--forward-mode=io", "--stats-period", "1", "--total-num-mbufs=16384",
                               "--portlist=0,2,1,3", f"--nb-cores={lcores}", f"--rxq={nq}", f"--txq={nq}"])
         # A stats block is the sum of Rx-pps over the ports.
-        rates = self.sample(p, r"Rx-pps:\s+(\d+)", seconds, split="Port statistics")
+        rates = self.sample(p, r"Rx-pps:\s+(\d+)", seconds, split="Port statistics", lcore_threads=testpmd_lcore)
         return median(rates) if rates else None
 
     def pcap_throughput(self) -> dict:
@@ -351,7 +392,9 @@ class Bench:
                     for dut in order:
                         self.progress(f"throughput pcap: rep {r + 1}/{reps} {traffic} lcores={mode} {dut}")
                         fn = self.run_pcap_switch if dut == "switch" else self.run_pcap_testpmd
+                        self.last_cpu = None
                         res[dut] = fn(traffic, mode, pcaps, seconds)
+                        res[dut + "_cpu"] = self.last_cpu
                     runs.append({"rep": r, "traffic": traffic, "lcores": mode, **res})
         return {"seconds_per_run": seconds, "reps": reps, "runs": runs, "summary": summarize(runs),
                 "scaling": scaling(runs)}
@@ -628,26 +671,45 @@ def n_lcores(lc) -> int:
     return PCAP_MODES.get(lc, lc) if isinstance(lc, str) else lc
 
 
+def per_cpu(x: dict, dut: str):
+    """Mpps per vCPU-second the DUT's forwarding lcores actually got."""
+    r, c = x.get(dut), x.get(dut + "_cpu")
+    return r / c if r and c else None
+
+
 def scaling(runs: list[dict]) -> list[dict]:
     """2 lcores / 1 lcore of the switch, per rep (same rep = same machine
-    state), then the median (min-max), per traffic and 2-lcore mode."""
+    state), then the median (min-max), per traffic and 2-lcore mode; the
+    same for testpmd (its own ceiling on these ports and this machine),
+    and the switch's ratio of Mpps per vCPU-second (2 lcores / 1 lcore; 1.0
+    = each lcore does as much per second of CPU as a lone one: linear)."""
     out = []
     for t in TRAFFICS:
         for mode in ("2 steered", "2 hand-off"):
-            xs = []
+            xs, tps, eff = [], [], []
             for r in {x["rep"] for x in runs}:
-                one = next((x.get("switch") for x in runs if x["rep"] == r and x["traffic"] == t and x["lcores"] == "1"), None)
-                two = next((x.get("switch") for x in runs if x["rep"] == r and x["traffic"] == t and x["lcores"] == mode), None)
-                if one and two:
-                    xs.append(two / one)
+                one = next((x for x in runs if x["rep"] == r and x["traffic"] == t and x["lcores"] == "1"), None)
+                two = next((x for x in runs if x["rep"] == r and x["traffic"] == t and x["lcores"] == mode), None)
+                if not one or not two:
+                    continue
+                if one.get("switch") and two.get("switch"):
+                    xs.append(two["switch"] / one["switch"])
+                if one.get("testpmd") and two.get("testpmd"):
+                    tps.append(two["testpmd"] / one["testpmd"])
+                if per_cpu(one, "switch") and per_cpu(two, "switch"):
+                    eff.append(per_cpu(two, "switch") / per_cpu(one, "switch"))
             if xs:
                 out.append({"traffic": t, "mode": mode, "ratio_median": median(xs), "ratio_min": min(xs),
-                            "ratio_max": max(xs)})
+                            "ratio_max": max(xs), "testpmd_ratio_median": median(tps),
+                            "per_cpu_ratio_median": median(eff),
+                            "per_cpu_ratio_min": min(eff) if eff else None,
+                            "per_cpu_ratio_max": max(eff) if eff else None})
     return out
 
 
 def summarize(runs: list[dict]) -> list[dict]:
-    """Median per (traffic, lcores) of each DUT and of the per-rep ratio."""
+    """Median per (traffic, lcores) of each DUT and of the per-rep ratio,
+    plus the CPU each DUT's lcores got and the ratio of Mpps per vCPU-second."""
     out = []
     keys = sorted({(r["traffic"], r["lcores"]) for r in runs}, key=lambda k: (TRAFFICS.index(k[0]), str(k[1])))
     for t, lc in keys:
@@ -655,9 +717,16 @@ def summarize(runs: list[dict]) -> list[dict]:
         sw = median([r.get("switch") for r in rs])
         tp = median([r.get("testpmd") for r in rs])
         ratios = [r["switch"] / r["testpmd"] for r in rs if r.get("switch") and r.get("testpmd")]
+        cpu_ratios = [per_cpu(r, "switch") / per_cpu(r, "testpmd") for r in rs
+                      if per_cpu(r, "switch") and per_cpu(r, "testpmd")]
         out.append({"traffic": t, "lcores": lc, "switch_mpps": sw, "testpmd_mpps": tp,
                     "ratio_median": median(ratios), "ratio_min": min(ratios) if ratios else None,
                     "ratio_max": max(ratios) if ratios else None,
+                    "switch_cpu": median([r.get("switch_cpu") for r in rs]),
+                    "testpmd_cpu": median([r.get("testpmd_cpu") for r in rs]),
+                    "cpu_ratio_median": median(cpu_ratios),
+                    "cpu_ratio_min": min(cpu_ratios) if cpu_ratios else None,
+                    "cpu_ratio_max": max(cpu_ratios) if cpu_ratios else None,
                     "switch_mpps_per_lcore": sw / n_lcores(lc) if sw else None,
                     "frame_bytes": FRAME_BYTES[t],
                     "switch_gbps": sw * FRAME_BYTES[t] * 8 / 1e3 if sw else None})
@@ -741,12 +810,19 @@ def markdown(res: dict) -> str:
               f"Median of {r['reps']} interleaved runs of {r['seconds_per_run']} s each. Mpps = packets the "
               "device under test received per second (input side). Ratio = agq-switch / dpdk-testpmd io on "
               "the same ports, per run, then the median (min–max).", "",
+              "vCPU = CPU time the forwarding lcores got per second of the run (busy-polling lcores get "
+              "less than their share on a loaded machine); per-vCPU ratio = (Mpps / vCPU) of the switch "
+              "over that of testpmd, per run, then the median (min–max): what each does per second of CPU "
+              "it actually had.", "",
               "| traffic | dataplane lcores | agq-switch Mpps | per lcore | Gbit/s | frame B | "
-              "testpmd io Mpps | ratio | ratio range |", "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+              "testpmd io Mpps | ratio | ratio range | vCPU switch / testpmd | per-vCPU ratio | range |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---|"]
         for s in r["summary"]:
             L.append(f"| {s['traffic']} | {s['lcores']} | {fmt(s['switch_mpps'])} | {fmt(s['switch_mpps_per_lcore'])} "
                      f"| {fmt(s['switch_gbps'])} | {s.get('frame_bytes', '–')} | {fmt(s['testpmd_mpps'])} | "
-                     f"{fmt(s['ratio_median'], 3)} | {fmt(s['ratio_min'], 3)}–{fmt(s['ratio_max'], 3)} |")
+                     f"{fmt(s['ratio_median'], 3)} | {fmt(s['ratio_min'], 3)}–{fmt(s['ratio_max'], 3)} | "
+                     f"{fmt(s.get('switch_cpu'))} / {fmt(s.get('testpmd_cpu'))} | {fmt(s.get('cpu_ratio_median'), 3)} | "
+                     f"{fmt(s.get('cpu_ratio_min'), 3)}–{fmt(s.get('cpu_ratio_max'), 3)} |")
         L.append("")
         if r.get("scaling"):
             L += ["Lcore scaling (agq-switch, 2 lcores / 1 lcore, per rep, median (min–max)). \"2 steered\": "
@@ -754,10 +830,16 @@ def markdown(res: dict) -> str:
                   "split by shard as rte_flow on the UDP source port would); \"2 hand-off\": one rx queue per "
                   "port, packets of the other lcore's shards go through its hand-off rte_ring. Both lcores "
                   "and the replay share this machine's 2 vCPUs.", "",
-                  "| traffic | mode | 2 / 1 lcore | range |", "|---|---|---:|---|"]
+                  "testpmd 2 / 1 = the same for testpmd io on the same ports (the ceiling this machine "
+                  "gives); per vCPU = the switch's Mpps per vCPU-second, 2 lcores / 1 lcore (1.00 = "
+                  "each lcore as efficient as a lone one, i.e. linear).", "",
+                  "| traffic | mode | 2 / 1 lcore | range | testpmd 2 / 1 | per vCPU 2 / 1 | range |",
+                  "|---|---|---:|---|---:|---:|---|"]
             for x in r["scaling"]:
                 L.append(f"| {x['traffic']} | {x['mode']} | {fmt(x['ratio_median'], 2)} | "
-                         f"{fmt(x['ratio_min'], 2)}–{fmt(x['ratio_max'], 2)} |")
+                         f"{fmt(x['ratio_min'], 2)}–{fmt(x['ratio_max'], 2)} | {fmt(x.get('testpmd_ratio_median'), 2)} | "
+                         f"{fmt(x.get('per_cpu_ratio_median'), 2)} | "
+                         f"{fmt(x.get('per_cpu_ratio_min'), 2)}–{fmt(x.get('per_cpu_ratio_max'), 2)} |")
             L.append("")
         if any(s["traffic"] == "agq" for s in r["summary"]):
             L += [f"agq traffic: DATA of {AGQ_WORKERS} logical workers per stream at {AGQ_WIDTH} bits, "

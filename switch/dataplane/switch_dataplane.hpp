@@ -55,6 +55,12 @@ class SwitchDataplane {
   // Packets in flight to one lcore (rx hand-off) or to one shared tx queue.
   static constexpr unsigned kHandoffRing = 1024;
   static constexpr unsigned kDigestRing = 1024;
+  // A busy lcore looks at its command ring every this many poll rounds
+  // (an idle one after every empty round).
+  static constexpr unsigned kCommandEvery = 8;
+  // How long the control thread waits for an lcore's ack (plus the idle
+  // back-off ceiling); below agqctl's own timeout (control::kCtlTimeoutMs).
+  static constexpr unsigned kCommandTimeoutMs = 5000;
 
   struct RxQueue {
     uint16_t port, queue;
@@ -103,11 +109,14 @@ class SwitchDataplane {
   void release();
   static int entry(void* self);
   int loop(Lcore& c);
-  void ingest(Lcore& c, uint16_t port, rte_mbuf** pkts, uint16_t n, uint64_t now_ns);
-  void process(Lcore& c, rte_mbuf** pkts, uint16_t n, uint64_t now_ns);
-  void multicast(Lcore& c, rte_mbuf* m, const tna::Decision& d);
+  template <bool kSharded> void ingest(Lcore& c, uint16_t port, rte_mbuf** pkts, uint16_t n, uint64_t now_ns);
+  void handoff(Lcore& c);
+  void process_inbox(Lcore& c, rte_mbuf** pkts, uint16_t n, uint64_t now_ns);
+  void run_program(Lcore& c, uint16_t n);
+  void multicast(Lcore& c, rte_mbuf* m, const tna::Decision& d, bool sim_tx);
   uint16_t sim_drop_rx(Lcore& c, uint16_t port, rte_mbuf** pkts, uint16_t n);
-  void transmit(Lcore& c, uint16_t port, rte_mbuf* m);
+  void transmit(Lcore& c, uint16_t port, rte_mbuf* m, bool sim_tx);
+  void transmit_sim(Lcore& c, uint16_t port, rte_mbuf* m);
   bool drain_shared_tx(Lcore& c);
   void flush_all(Lcore& c);
 

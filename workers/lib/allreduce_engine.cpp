@@ -130,6 +130,19 @@ struct AllreduceEngine::Impl {
     uint64_t send_seq = 0;   // order of its last transmission among the logical worker's
     unsigned tries = 0;
     uint64_t deadline = 0, rto = 0, sent_ns = 0;
+    uint64_t xmit_ns = 0;    // its last transmission
+    // The use completed last: a RESULT resent for it after we retransmitted
+    // means the retransmission was not needed (spurious).
+    uint64_t prev_g = UINT64_MAX;
+    uint8_t prev_v = 0;
+    bool prev_retx = false, prev_flagged = false;
+  };
+  // RACK per switch lcore (PROTOCOL.md §10: it serves its shards in arrival
+  // order): our transmissions in order, and the newest one (by send order)
+  // whose RESULT came back, with its round trip.
+  struct Lane {
+    std::deque<std::pair<uint32_t, uint64_t>> order;  // (slot, send_seq)
+    uint64_t rack_seq = 0, rack_rtt = 0;
   };
   struct Logical {
     WorkerIdentity id;
@@ -141,10 +154,11 @@ struct AllreduceEngine::Impl {
     std::deque<uint32_t> ready;
     std::vector<uint32_t> parked;
     uint32_t in_flight = 0;
-    // Loss detection by order: transmissions in order; a sequence that many
-    // later ones overtook is lost (RTO stays for the tail and for stalls).
-    std::deque<std::pair<uint32_t, uint64_t>> sent_order;  // (slot, send_seq)
-    uint64_t send_seq = 0, max_done_seq = 0;
+    std::vector<Lane> lanes;  // per switch lcore
+    uint64_t send_seq = 0;
+    uint64_t sent_end = 0;          // 1 + the highest chunk sent: the tail when it reaches next_global
+    uint64_t last_progress_ns = 0;  // last RESULT or first transmission
+    bool probed = false;            // the tail probe went since then
     std::unordered_map<uint64_t, std::shared_ptr<TensorState>> states;  // one part: by key
   };
 
@@ -154,12 +168,14 @@ struct AllreduceEngine::Impl {
   std::vector<Logical> lws;
   std::array<int8_t, 256> lw_of_id{};  // worker_id -> index in lws, -1 = not ours
   std::vector<uint32_t> owned;         // slots this engine serves
+  std::vector<uint16_t> lane_of;       // slot -> switch lcore serving it
+  unsigned reo_mult = 1;               // RACK window multiplier (spurious retransmissions double it)
   uint64_t next_deadline = UINT64_MAX;
   bool link_down = false;
   uint64_t restart_ns = 0, now = 0;
   uint16_t restart_from = 0;
-  bool redo_all = false;
-  unsigned outliers = 0;      // RTT samples ignored in a row      // the next timer scan resends every expired slot (restart, link back)
+  bool redo_all = false;      // the next timer scan resends every expired slot (restart, link back)
+  unsigned outliers = 0;      // RTT samples ignored in a row
 
   explicit Impl(AllreduceEngine& eng) : e(eng) {}
 
@@ -249,6 +265,7 @@ struct AllreduceEngine::Impl {
     EngineStats& st = e.stats_;
     const double x = double(r);
     const AllreduceTuning& tu = e.cfg_.tuning;
+    if (!st.min_rtt_ns || x < st.min_rtt_ns) st.min_rtt_ns = x;
     // A RESULT completes when the slowest worker's DATA arrived: a sample
     // far above srtt is usually another worker's loss and retransmission,
     // not our path. Counting those would feed the RTO with the RTO (at 10%
@@ -269,6 +286,22 @@ struct AllreduceEngine::Impl {
     st.rto_ns = std::min<uint64_t>(uint64_t(st.srtt_ns + std::max(4 * st.rttvar_ns, double(t.rto_min_ns))),
                                    t.rto_max_ns);
   }
+
+  // RACK's reorder window: a quarter of the smallest round trip (a memif
+  // round trip is tens of µs), at least reo_min, widened by spurious
+  // retransmissions, never above srtt.
+  uint64_t reo_wnd() const {
+    const EngineStats& st = e.stats_;
+    const uint64_t base = std::max<uint64_t>(e.cfg_.tuning.reo_min_ns, uint64_t(st.min_rtt_ns / 4)) * reo_mult;
+    return std::min<uint64_t>(base, std::max<uint64_t>(uint64_t(st.srtt_ns), e.cfg_.tuning.reo_min_ns));
+  }
+
+  // Tail loss probe timeout: two smoothed round trips (an RTT and the
+  // reorder slack of the last ones), at least pto_min.
+  uint64_t pto() const { return std::max<uint64_t>(uint64_t(2 * e.stats_.srtt_ns), e.cfg_.tuning.pto_min_ns); }
+  // The timer of a sequence resent because it was lost: a probe timeout
+  // plus the round trip's variance.
+  uint64_t short_rto() const { return pto() + uint64_t(4 * e.stats_.rttvar_ns); }
 
   void part_done(OpEntry& en, uint64_t now) {
     en.part_done = true;
@@ -381,8 +414,12 @@ bool AllreduceEngine::init(const EngineConfig& cfg, FrameIo& io, std::string& er
     return false;
   }
   m.lw_of_id.fill(-1);
-  for (uint32_t s = 0; s < cfg.job.slots; ++s)
+  const unsigned n_lanes = std::max<unsigned>(1, cfg.job.switch_lcores);
+  m.lane_of.resize(cfg.job.slots);
+  for (uint32_t s = 0; s < cfg.job.slots; ++s) {
     if (cfg.owns(s)) m.owned.push_back(s);
+    m.lane_of[s] = uint16_t(cfg.job.shard_of(s) % n_lanes);
+  }
   for (size_t i = 0; i < cfg.workers.size(); ++i) {
     const WorkerIdentity& w = cfg.workers[i];
     if (w.id >= cfg.job.num_workers) {
@@ -398,6 +435,7 @@ bool AllreduceEngine::init(const EngineConfig& cfg, FrameIo& io, std::string& er
     lw.id = w;
     lw.tmpl = std::make_unique<AgqFrameTemplate>(w.self, w.dst, cfg.job.lanes);
     lw.slots.resize(cfg.job.slots);
+    lw.lanes.resize(n_lanes);
     for (uint32_t s = 0; s < cfg.job.slots; ++s) lw.slots[s].g = s;
     m.lws.push_back(std::move(lw));
   }
@@ -493,7 +531,7 @@ void AllreduceEngine::fail(const std::string& why) {
       }
 }
 
-bool AllreduceEngine::retransmit(uint32_t li, uint32_t s, uint64_t now_ns, bool backoff) {
+bool AllreduceEngine::retransmit(uint32_t li, uint32_t s, uint64_t now_ns, Resend why) {
   Impl& m = *im_;
   Impl::Logical& lw = m.lws[li];
   Impl::Slot& sl = lw.slots[s];
@@ -511,11 +549,24 @@ bool AllreduceEngine::retransmit(uint32_t li, uint32_t s, uint64_t now_ns, bool 
   sl.retransmitted = true;
   sl.renewed = false;
   sl.send_seq = ++lw.send_seq;
-  lw.sent_order.push_back({s, sl.send_seq});
+  sl.xmit_ns = now_ns;
   ++counters_.retransmissions;
   if (Impl::OpEntry* en = m.entry(lw, sl.op_serial)) ++en->st.retransmissions;
   stats_.max_retries_seen = std::max<uint64_t>(stats_.max_retries_seen, sl.tries);
-  m.arm(sl, now_ns, backoff ? std::min(std::max(sl.rto, m.base_rto()) * 2, cfg_.tuning.rto_max_ns) : m.base_rto());
+  // A sequence known to be lost (or probed) was resent into a path that
+  // delivers: if this copy is lost too, a short timer (a few round trips,
+  // doubling) finds it, not the RTO that must cover scheduling stalls. RACK
+  // itself judges first transmissions only: a retransmission that waits for
+  // a peer's own recovery would be marked again and again.
+  const uint64_t base = m.base_rto();
+  uint64_t next;
+  if (why != Resend::Timer)
+    next = std::min(m.short_rto(), base);
+  else if (sl.rto < base)
+    next = std::min(sl.rto * 2, base);
+  else
+    next = std::min(std::max(sl.rto, base) * 2, cfg_.tuning.rto_max_ns);
+  m.arm(sl, now_ns, next);
   return ok;
 }
 
@@ -569,6 +620,15 @@ int AllreduceEngine::on_frame(std::span<const uint8_t> frame, uint64_t now_ns) {
   if (!current) {
     ++counters_.stale;
     if (Impl::OpEntry* en = m.entry(lw, sl.op_serial)) ++en->st.duplicates;
+    if ((flags & proto::kAgqFlagRetransmit) && sl.prev_retx && !sl.prev_flagged && rd32(h + 8) == uint32_t(sl.prev_g) &&
+        (flags & proto::kAgqFlagVersion) == sl.prev_v) {
+      // The use completed by the multicast RESULT (our first DATA counted),
+      // and the switch resent it for our retransmission: it was not needed.
+      // Widen RACK's reorder window (RFC 8985 §6.2's DSACK rule).
+      sl.prev_retx = false;
+      ++stats_.spurious;
+      m.reo_mult = std::min(m.reo_mult * 2, 64u);
+    }
     return -1;
   }
   const bool fallback = flags & proto::kAgqFlagFallback;
@@ -610,12 +670,22 @@ int AllreduceEngine::on_frame(std::span<const uint8_t> frame, uint64_t now_ns) {
       }
   }
   last_result_ns_ = now_ns;
-  if (!sl.retransmitted) {
-    // Karn: a resent sequence's RESULT says nothing about when it left, nor
-    // which of its transmissions it overtook.
-    m.rtt_sample(now_ns - sl.sent_ns);
-    lw.max_done_seq = std::max(lw.max_done_seq, sl.send_seq);
+  lw.last_progress_ns = now_ns;
+  lw.probed = false;
+  {
+    // Karn: a resent sequence's RESULT says nothing about the round trip,
+    // nor (for RACK) which transmission it answers.
+    if (!sl.retransmitted) {
+      const uint64_t rtt = now_ns - sl.xmit_ns;
+      m.rtt_sample(rtt);
+      Impl::Lane& ln = lw.lanes[m.lane_of[s]];
+      if (sl.send_seq > ln.rack_seq) ln.rack_seq = sl.send_seq, ln.rack_rtt = rtt;
+    }
   }
+  sl.prev_g = sl.g;
+  sl.prev_v = uint8_t(flags & proto::kAgqFlagVersion);
+  sl.prev_retx = sl.retransmitted;
+  sl.prev_flagged = flags & proto::kAgqFlagRetransmit;
   Impl::OpEntry& en = *m.entry(lw, sl.op_serial);
   AllreduceOp& op = *en.op;
   OpStats& st = en.st;
@@ -694,33 +764,52 @@ unsigned AllreduceEngine::tick(uint64_t now_ns) {
       sl.tries = 0;
       sl.retransmitted = false;
       sl.renewed = false;
-      sl.sent_ns = now_ns;
+      sl.sent_ns = sl.xmit_ns = now_ns;
+      lw.sent_end = std::max(lw.sent_end, sl.g + 1);
       sl.send_seq = ++lw.send_seq;
-      lw.sent_order.push_back({s, sl.send_seq});
+      lw.lanes[m.lane_of[s]].order.push_back({s, sl.send_seq});
       m.arm(sl, now_ns, m.base_rto());
+      if (!lw.in_flight) lw.last_progress_ns = now_ns, lw.probed = false;
       ++lw.in_flight;
       ++sent;
       if (!first_send_ns_) first_send_ns_ = now_ns;
     }
   }
-  // Overtaken sequences (lost DATA or RESULT while others complete): resent
-  // at once, without waiting for the RTO, which must cover scheduling stalls.
-  // (a window of fewer slots than the reorder threshold uses a quarter of it)
-  const uint64_t reorder =
-      std::min<uint64_t>(cfg_.tuning.reorder, std::max<uint64_t>(4, cfg_.job.max_outstanding() / 4));
-  for (uint32_t li = 0; li < m.lws.size() && reorder && !failed(); ++li) {
+  // RACK (RFC 8985): a sequence still outstanding after one sent later on
+  // the same switch lcore came back, plus a reorder window, is lost (our
+  // DATA, a peer's DATA or our RESULT): resent at once, without waiting for
+  // the RTO, which must cover scheduling stalls.
+  const uint64_t reo = cfg_.tuning.reo_min_ns ? m.reo_wnd() : 0;
+  stats_.reo_wnd_ns = reo;
+  for (uint32_t li = 0; li < m.lws.size() && reo && !failed(); ++li) {
     Impl::Logical& lw = m.lws[li];
-    while (!lw.sent_order.empty()) {
-      const auto [s, q] = lw.sent_order.front();
-      Impl::Slot& sl = lw.slots[s];
-      if (sl.st != Impl::St::Sent || sl.send_seq != q) {
-        lw.sent_order.pop_front();
-        continue;
+    for (Impl::Lane& ln : lw.lanes)
+      while (!ln.order.empty()) {
+        const auto [s, q] = ln.order.front();
+        Impl::Slot& sl = lw.slots[s];
+        if (sl.st != Impl::St::Sent || sl.send_seq != q) {
+          ln.order.pop_front();
+          continue;
+        }
+        if (q >= ln.rack_seq || now_ns < sl.xmit_ns + ln.rack_rtt + reo) break;
+        ln.order.pop_front();
+        if (retransmit(li, s, now_ns, Resend::Lost)) ++sent;
+        ++stats_.fast_retransmissions;
       }
-      if (lw.max_done_seq < q + reorder) break;
-      lw.sent_order.pop_front();
-      if (retransmit(li, s, now_ns, false)) ++sent;
-      ++stats_.fast_retransmissions;
+    // The tail: nothing left to send, so a lost sequence may have no later
+    // one to reveal it. One probe (the newest sequence: its RESULT lets
+    // RACK judge every older one) after 2 srtt without a RESULT.
+    if (cfg_.tuning.tail_probe && stats_.rtt_samples && lw.in_flight && !lw.probed &&
+        lw.sent_end >= lw.next_global && now_ns >= lw.last_progress_ns + m.pto()) {
+      uint32_t newest = UINT32_MAX;
+      uint64_t q = 0;
+      for (uint32_t s : m.owned)
+        if (lw.slots[s].st == Impl::St::Sent && lw.slots[s].send_seq >= q) q = lw.slots[s].send_seq, newest = s;
+      lw.probed = true;
+      if (newest != UINT32_MAX) {
+        if (retransmit(li, newest, now_ns, Resend::Probe)) ++sent;
+        ++stats_.tail_probes;
+      }
     }
   }
   if (now_ns >= m.next_deadline) {
@@ -778,7 +867,7 @@ unsigned AllreduceEngine::tick(uint64_t now_ns) {
           fail(why);
           return sent;
         }
-        if (retransmit(li, s, now_ns, true)) ++sent;
+        if (retransmit(li, s, now_ns, Resend::Timer)) ++sent;
       }
     }
   }
