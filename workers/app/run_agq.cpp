@@ -311,6 +311,9 @@ int run_agq_worker(const Options& o, Ports& ports) {
     es.fast_retransmissions += x.fast_retransmissions;
     es.tail_probes += x.tail_probes;
     es.spurious += x.spurious;
+    es.chunks_over_1ms += x.chunks_over_1ms;
+    es.chunks_over_5ms += x.chunks_over_5ms;
+    es.max_chunk_ns = std::max(es.max_chunk_ns, x.max_chunk_ns);
     es.switch_restarts = std::max(es.switch_restarts, x.switch_restarts);
     es.link_downs = std::max(es.link_downs, x.link_downs);
     start = std::min(start, e.start_ns());
@@ -378,6 +381,8 @@ int run_agq_worker(const Options& o, Ports& ports) {
                                .num("min_rtt_us", es.min_rtt_ns * 1e-3).num("reo_wnd_us", double(es.reo_wnd_ns) * 1e-3)
                                .num("fast_retransmissions", es.fast_retransmissions).num("tail_probes", es.tail_probes)
                                .num("spurious_retransmissions", es.spurious)
+                               .num("chunks_over_1ms", es.chunks_over_1ms).num("chunks_over_5ms", es.chunks_over_5ms)
+                               .num("max_chunk_ms", double(es.max_chunk_ns) * 1e-6)
                                .num("switch_restarts", es.switch_restarts).num("link_downs", es.link_downs)
                                .num("epoch", uint64_t(es.epoch))
                                .done())

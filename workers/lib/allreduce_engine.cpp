@@ -136,6 +136,7 @@ struct AllreduceEngine::Impl {
     uint64_t prev_g = UINT64_MAX;
     uint8_t prev_v = 0;
     bool prev_retx = false, prev_flagged = false;
+    bool marked = false, prev_marked = false;  // resent because RACK found it lost
   };
   // RACK per switch lcore (PROTOCOL.md §10: it serves its shards in arrival
   // order): our transmissions in order, and the newest one (by send order)
@@ -146,7 +147,7 @@ struct AllreduceEngine::Impl {
   };
   struct Logical {
     WorkerIdentity id;
-    std::unique_ptr<AgqFrameTemplate> tmpl;
+    std::unique_ptr<FrameTemplate> tmpl;
     uint64_t next_global = 0;            // first global chunk of the next op
     std::deque<std::unique_ptr<OpEntry>> ops;
     uint64_t ops_base = 0;               // serial of ops.front()
@@ -433,7 +434,7 @@ bool AllreduceEngine::init(const EngineConfig& cfg, FrameIo& io, std::string& er
     m.lw_of_id[w.id] = int8_t(i);
     Impl::Logical lw;
     lw.id = w;
-    lw.tmpl = std::make_unique<AgqFrameTemplate>(w.self, w.dst, cfg.job.lanes);
+    lw.tmpl = std::make_unique<FrameTemplate>(agq_frame_template(w.self, w.dst, cfg.job.lanes));
     lw.slots.resize(cfg.job.slots);
     lw.lanes.resize(n_lanes);
     for (uint32_t s = 0; s < cfg.job.slots; ++s) lw.slots[s].g = s;
@@ -535,16 +536,20 @@ bool AllreduceEngine::retransmit(uint32_t li, uint32_t s, uint64_t now_ns, Resen
   Impl& m = *im_;
   Impl::Logical& lw = m.lws[li];
   Impl::Slot& sl = lw.slots[s];
-  // Counted even when the io cannot take it (link down): retries are
-  // bounded in time whatever the link does.
+  // Counted even while the link is down (the io takes and drops the
+  // frame): retries are bounded in time whatever the link does. A full tx
+  // queue is not a try: the frame did not leave, it goes at the next tick,
+  // without a back-off (a loaded switch must not stretch our timers).
   const uint32_t b = li * cfg_.job.slots + s;
   uint8_t* f = m.io->frame(b);
   f[kAgqHdrOffset + 1] |= proto::kAgqFlagRetransmit;
-  const bool ok = m.io->send(lw.id.port, b, uint16_t(frame_len()));
-  if (ok)
-    ++counters_.tx_pkts;
-  else
+  if (!m.io->send(lw.id.port, b, uint16_t(frame_len()))) {
     ++counters_.tx_refused;
+    sl.deadline = now_ns;
+    m.next_deadline = now_ns;
+    return false;
+  }
+  ++counters_.tx_pkts;
   ++sl.tries;
   sl.retransmitted = true;
   sl.renewed = false;
@@ -558,6 +563,7 @@ bool AllreduceEngine::retransmit(uint32_t li, uint32_t s, uint64_t now_ns, Resen
   // doubling) finds it, not the RTO that must cover scheduling stalls. RACK
   // itself judges first transmissions only: a retransmission that waits for
   // a peer's own recovery would be marked again and again.
+  if (why == Resend::Lost) sl.marked = true;
   const uint64_t base = m.base_rto();
   uint64_t next;
   if (why != Resend::Timer)
@@ -567,7 +573,7 @@ bool AllreduceEngine::retransmit(uint32_t li, uint32_t s, uint64_t now_ns, Resen
   else
     next = std::min(std::max(sl.rto, base) * 2, cfg_.tuning.rto_max_ns);
   m.arm(sl, now_ns, next);
-  return ok;
+  return true;
 }
 
 void AllreduceEngine::on_link(bool up, uint64_t now_ns) {
@@ -627,7 +633,9 @@ int AllreduceEngine::on_frame(std::span<const uint8_t> frame, uint64_t now_ns) {
       // Widen RACK's reorder window (RFC 8985 §6.2's DSACK rule).
       sl.prev_retx = false;
       ++stats_.spurious;
-      m.reo_mult = std::min(m.reo_mult * 2, 64u);
+      // Only RACK's own mistakes say the reorder window is too narrow (a
+      // timer's or a probe's say the peer was slow).
+      if (sl.prev_marked) m.reo_mult = std::min(m.reo_mult * 2, 64u);
     }
     return -1;
   }
@@ -686,6 +694,8 @@ int AllreduceEngine::on_frame(std::span<const uint8_t> frame, uint64_t now_ns) {
   sl.prev_v = uint8_t(flags & proto::kAgqFlagVersion);
   sl.prev_retx = sl.retransmitted;
   sl.prev_flagged = flags & proto::kAgqFlagRetransmit;
+  sl.prev_marked = sl.marked;
+  sl.marked = false;
   Impl::OpEntry& en = *m.entry(lw, sl.op_serial);
   AllreduceOp& op = *en.op;
   OpStats& st = en.st;
@@ -731,6 +741,12 @@ int AllreduceEngine::on_frame(std::span<const uint8_t> frame, uint64_t now_ns) {
     return int(b);
   }
   ++counters_.chunks_done;
+  {
+    const uint64_t age = now_ns - sl.sent_ns;
+    stats_.max_chunk_ns = std::max(stats_.max_chunk_ns, age);
+    stats_.chunks_over_1ms += age > 1'000'000;
+    stats_.chunks_over_5ms += age > 5'000'000;
+  }
   sl.g += job.slots;
   sl.st = Impl::St::Idle;
   if (--en.left == 0) m.part_done(en, now_ns);
@@ -762,12 +778,15 @@ unsigned AllreduceEngine::tick(uint64_t now_ns) {
       Impl::Slot& sl = lw.slots[s];
       sl.st = Impl::St::Sent;
       sl.tries = 0;
-      sl.retransmitted = false;
+      sl.retransmitted = sl.marked = false;
       sl.renewed = false;
       sl.sent_ns = sl.xmit_ns = now_ns;
       lw.sent_end = std::max(lw.sent_end, sl.g + 1);
       sl.send_seq = ++lw.send_seq;
-      lw.lanes[m.lane_of[s]].order.push_back({s, sl.send_seq});
+      // An OVERFLOW redo leaves when each worker gets its RESULT, at
+      // different times in different processes, so later sequences overtake
+      // it without any loss: RACK does not judge it (its timer does).
+      if (!sl.redos) lw.lanes[m.lane_of[s]].order.push_back({s, sl.send_seq});
       m.arm(sl, now_ns, m.base_rto());
       if (!lw.in_flight) lw.last_progress_ns = now_ns, lw.probed = false;
       ++lw.in_flight;

@@ -228,6 +228,9 @@ struct EngineStats {
   uint64_t spurious = 0;             // retransmissions found unnecessary (the original completed: a resent RESULT followed)
   uint64_t reo_wnd_ns = 0;           // current RACK reorder window
   double min_rtt_ns = 0;
+  // Completion times (first DATA -> final RESULT) of chunks: how long loss
+  // recovery makes the slowest ones wait.
+  uint64_t chunks_over_1ms = 0, chunks_over_5ms = 0, max_chunk_ns = 0;
   uint16_t epoch = 0;               // last boot epoch seen (0: none yet)
   uint64_t rtt_samples = 0;
   double srtt_ns = 0, rttvar_ns = 0;
