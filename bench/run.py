@@ -641,7 +641,7 @@ class Bench:
     def e2e(self) -> dict:
         stages = self.worker_stages()
         if self.quick:
-            plan = {2: [1, 4], 4: [1, 4], 8: [1, 4]}
+            plan = {2: [1, 4, 16], 4: [1, 4], 8: [1, 4]}
             budget = 20.0
         else:
             plan = {2: [1, 16, 64, 256], 4: [1, 16, 64, 256], 8: [1, 16, 64, 256]}
