@@ -79,17 +79,35 @@ bool Forwarding::add_arp_proxy(uint32_t ip, const Mac& mac) {
 
 bool Forwarding::remove_arp_proxy(uint32_t ip) { return arp_proxy_.erase(ip); }
 
-std::size_t Forwarding::age_out(uint64_t now_ns) {
-  if (cfg_.ageing_ns == 0) return 0;
+std::vector<uint64_t> Forwarding::idle_learned(uint64_t now_ns) const {
+  std::vector<uint64_t> idle;
+  if (cfg_.ageing_ns == 0) return idle;
   const uint64_t limit = cfg_.ageing_ns;
-  const std::size_t n = dmac_.remove_if([&](uint64_t, const MacEntry& e) {
+  dmac_.for_each([&](uint64_t k, const MacEntry& e) {
     // last_seen comes from a NIC/lcore clock and `now` from the control
     // thread; if they disagree so that last_seen is in the future, the entry
     // is fresh, not 2^64 ns old.
-    return !e.is_static && now_ns > e.last_seen_ns && now_ns - e.last_seen_ns > limit;
+    if (!e.is_static && now_ns > e.last_seen_ns && now_ns - e.last_seen_ns > limit) idle.push_back(k);
   });
+  std::sort(idle.begin(), idle.end());
+  return idle;
+}
+
+std::size_t Forwarding::expire(std::span<const uint64_t> keys) {
+  std::size_t n = 0;
+  for (uint64_t k : keys) {
+    const MacEntry* e = dmac_.find(k);
+    if (e && !e->is_static) n += dmac_.erase(k);
+  }
   c_.aged += n;
   return n;
+}
+
+std::size_t Forwarding::age_out(uint64_t now_ns) { return expire(idle_learned(now_ns)); }
+
+bool Forwarding::is_table_counter(std::string_view name) {
+  return name == "fwd_learned" || name == "fwd_moved" || name == "fwd_aged" || name == "fwd_mac_entries" ||
+         name == "fwd_routes";
 }
 
 // --- learning --------------------------------------------------------------

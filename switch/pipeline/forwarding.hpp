@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "pipeline/drop_reason.hpp"
 #include "pipeline/flat_table.hpp"
@@ -91,7 +92,25 @@ class Forwarding {
   DigestResult apply_mac_digest(const tna::MacDigest& d, uint64_t now_ns);
   void set_ageing_ns(uint64_t ns) { cfg_.ageing_ns = ns; }
   // Removes learned entries not seen for the ageing time; returns how many.
+  // One instance's view: age_out(now) == expire(idle_learned(now)).
   std::size_t age_out(uint64_t now_ns);
+  // Ageing over shared-nothing instances. Each instance refreshes only the
+  // entries its own packets hit, so one instance's idle entry may be a busy
+  // station on another lcore. The control plane therefore asks every
+  // instance for its idle learned entries (MAC keys, ascending), removes
+  // those idle on all of them (control::ControlPlane::age_macs) and pushes
+  // the removal to every instance with expire(), so the tables stay equal.
+  std::vector<uint64_t> idle_learned(uint64_t now_ns) const;
+  // Removes the learned entries among `keys` (static ones stay); returns
+  // how many and counts them in fwd_aged.
+  std::size_t expire(std::span<const uint64_t> keys);
+  // Counters of table state every instance holds alike, because the control
+  // plane applies the change to every instance (installed digests:
+  // fwd_learned, fwd_moved; fwd_aged; table sizes). A sum over instances
+  // takes them from one instance; every other counter is per packet and is
+  // summed. (With one instance and no digest sink, learning is direct and
+  // the instance's own counts are the switch's.)
+  static bool is_table_counter(std::string_view name);
   const ForwardingConfig& config() const { return cfg_; }
 
   template <typename Fn> void for_each_route(Fn&& fn) const {

@@ -1,5 +1,6 @@
 // The agq protocol's roles around the DPDK-free engines (lib/agq_*):
 // options -> engine config, the shared poll loop, the summary (text or JSON).
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -120,9 +121,11 @@ void agq_worker_loop(Process& pr, Part& me) {
          pr.finished.load(std::memory_order_acquire) < pr.parts.size()) {
     uint64_t now = now_ns();
     unsigned work = 0;
+    bool drained = true;  // every rx queue came back short: no RESULT sits unread
     for (uint16_t p = 0; p < ports.count(); ++p) {
       for (unsigned r = 0; r < kMaxBursts; ++r) {
         const unsigned n = ports.rx_burst(p, uint16_t(me.queue), m, kRx);
+        if (r + 1 == kMaxBursts && n == kRx) drained = false;
         for (unsigned i = 0; i < n; ++i) {
           if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(m[i + 1], void*));
           const unsigned owner = owner_of(me, pr, m[i]);
@@ -143,11 +146,12 @@ void agq_worker_loop(Process& pr, Part& me) {
       // not matter to the engine: one identity per logical worker).
       const unsigned n = rte_ring_dequeue_burst(me.ring, reinterpret_cast<void**>(m), kRx, nullptr);
       for (unsigned i = 0; i < n; ++i) deliver(m[i], 0, now);
+      if (n == kRx) drained = false;
       work += n;
     }
     io.free_now();
     now = now_ns();
-    work += eng.tick(now);
+    work += eng.tick(now, drained);  // timers only once the rx ring is empty
     work += io.flush();
     if (eng.failed()) {
       pr.failed.store(true, std::memory_order_relaxed);
@@ -227,6 +231,7 @@ int run_agq_worker(const Options& o, Ports& ports) {
   cfg.max_width = uint8_t(o.max_width);
   cfg.row_shift = uint8_t(o.row_shift);
   cfg.switch_lcores = uint16_t(o.switch_lcores);
+  cfg.away_ns = std::max<uint64_t>(2'000'000, 4000ull * o.idle_sleep_us);  // 4 idle sleeps
   for (const auto& h : o.hosts) {
     WorkerIdentity w = WorkerIdentity::defaults(o.agq.job_id, h.id);
     std::memcpy(w.self.mac.data(), h.mac, 6);
@@ -311,6 +316,9 @@ int run_agq_worker(const Options& o, Ports& ports) {
     es.fast_retransmissions += x.fast_retransmissions;
     es.tail_probes += x.tail_probes;
     es.spurious += x.spurious;
+    es.chunks_over_1ms += x.chunks_over_1ms;
+    es.chunks_over_5ms += x.chunks_over_5ms;
+    es.max_chunk_ns = std::max(es.max_chunk_ns, x.max_chunk_ns);
     es.switch_restarts = std::max(es.switch_restarts, x.switch_restarts);
     es.link_downs = std::max(es.link_downs, x.link_downs);
     start = std::min(start, e.start_ns());
@@ -375,9 +383,11 @@ int run_agq_worker(const Options& o, Ports& ports) {
             .raw("engine", Json()
                                .num("srtt_us", es.srtt_ns * 1e-3).num("rttvar_us", es.rttvar_ns * 1e-3)
                                .num("rto_us", double(es.rto_ns) * 1e-3).num("rtt_samples", es.rtt_samples)
-                               .num("min_rtt_us", es.min_rtt_ns * 1e-3).num("reo_wnd_us", double(es.reo_wnd_ns) * 1e-3)
+                               .num("min_rtt_us", es.min_rtt_ns * 1e-3).num("rtt_peak_us", es.rtt_peak_ns * 1e-3).num("reo_wnd_us", double(es.reo_wnd_ns) * 1e-3)
                                .num("fast_retransmissions", es.fast_retransmissions).num("tail_probes", es.tail_probes)
-                               .num("spurious_retransmissions", es.spurious)
+                               .num("spurious_retransmissions", es.spurious).num("descheduled", es.away)
+                               .num("chunks_over_1ms", es.chunks_over_1ms).num("chunks_over_5ms", es.chunks_over_5ms)
+                               .num("max_chunk_ms", double(es.max_chunk_ns) * 1e-6)
                                .num("switch_restarts", es.switch_restarts).num("link_downs", es.link_downs)
                                .num("epoch", uint64_t(es.epoch))
                                .done())

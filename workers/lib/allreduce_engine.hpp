@@ -92,6 +92,10 @@ struct AllreduceTuning {
   unsigned max_redos = 8;             // OVERFLOW redos of one chunk before accepting the clipped result
   uint64_t reply_timeout_ns = 5'000'000'000;  // no RESULT at all since the first DATA
   unsigned burst = 32;                // DATA per logical worker per tick
+  // Two ticks further apart than this: the caller's process was descheduled
+  // (a poll loop ticks every few µs, or sleeps at most its idle sleep), and
+  // the retransmission timers pause for the gap. 0 = never.
+  uint64_t away_ns = 2'000'000;
 };
 
 // One logical worker hosted by the engine.
@@ -225,9 +229,14 @@ struct EngineStats {
   uint64_t link_downs = 0;
   uint64_t fast_retransmissions = 0; // resent because later sequences overtook them (part of the retransmissions)
   uint64_t tail_probes = 0;          // TLP probes (part of the retransmissions)
+  uint64_t away = 0;                 // ticks more than 2 ms apart (descheduled): timers paused for the gap
   uint64_t spurious = 0;             // retransmissions found unnecessary (the original completed: a resent RESULT followed)
   uint64_t reo_wnd_ns = 0;           // current RACK reorder window
   double min_rtt_ns = 0;
+  double rtt_peak_ns = 0;            // recent peak round trip (slow decay): the RTO is at least 5/4 of it
+  // Completion times (first DATA -> final RESULT) of chunks: how long loss
+  // recovery makes the slowest ones wait.
+  uint64_t chunks_over_1ms = 0, chunks_over_5ms = 0, max_chunk_ns = 0;
   uint16_t epoch = 0;               // last boot epoch seen (0: none yet)
   uint64_t rtt_samples = 0;
   double srtt_ns = 0, rttvar_ns = 0;
@@ -248,8 +257,10 @@ class AllreduceEngine {
   // the slot's next DATA in place), or -1 (not ours / nothing to adopt).
   int on_frame(std::span<const uint8_t> frame, uint64_t now_ns);
   // Call after rx is drained: sends ready DATA (burst per logical worker)
-  // and services the retransmission timers. Returns frames sent.
-  unsigned tick(uint64_t now_ns);
+  // and services the retransmission timers. timers = false: rx is not
+  // drained yet (the loop sends between rx bursts), so only sends. Returns
+  // frames sent.
+  unsigned tick(uint64_t now_ns, bool timers = true);
   // The io saw the link go down or come back (a restarted switch: redo in-flight sequences).
   void on_link(bool up, uint64_t now_ns);
   void set_observer(ChunkObserver* o) { observer_ = o; }
