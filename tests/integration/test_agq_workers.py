@@ -71,7 +71,7 @@ def run_two_jobs(procs, tmp_path, loss, elements, rounds, deadline_s, lcores="0"
     topo = Topology(tmp_path)
     cfg = tmp_path / "agq.toml"
     cfg.write_text(topo.config())
-    tag = f"aw{tmp_path.name[-10:]}"
+    tag = f"aw{os.getpid()}{tmp_path.name[-10:]}"  # pid: concurrent sessions never share an EAL prefix
     vdevs = [memif_vdev(i, s, "server") for i, s in enumerate(topo.socks)]
     sw = procs.start("switch", [binary("agq-switch"), *eal_args(f"{tag}sw", lcores, vdevs), "--",
                                 "--config", cfg, "--ctl-socket", topo.ctl, "--idle-sleep-us", "100"])

@@ -36,7 +36,7 @@ def test_two_lcores_per_worker_process(procs, tmp_path, loss):
     ctl = tmp_path / "ctl.sock"
     cfg = tmp_path / "agq.toml"
     cfg.write_text(config(socks))
-    tag = f"al{tmp_path.name[-10:]}"
+    tag = f"al{os.getpid()}{tmp_path.name[-10:]}"  # pid: concurrent sessions never share an EAL prefix
     sw = procs.start("switch", [binary("agq-switch"),
                                 *eal_args(f"{tag}sw", "0,1", [memif_vdev(i, s, "server") for i, s in enumerate(socks)]),
                                 "--", "--config", cfg, "--ctl-socket", ctl, "--idle-sleep-us", "100",
