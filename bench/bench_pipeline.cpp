@@ -30,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -188,6 +189,7 @@ struct AgqShape {
   unsigned slots = 256;  // sequences in flight
   unsigned retx_every = 0;  // every k-th slot: worker 0 retransmits before and after completion
   bool unknown_job = false; // DATA of an unregistered job (the cheap drop path)
+  unsigned lanes = agq::proto::kAgqLanes;  // lane profile: 32, or 16 (Tofino 1, PROTOCOL §10)
 };
 
 const AgqShape kAgqShapes[] = {
@@ -206,6 +208,9 @@ const AgqShape kAgqShapes[] = {
     // (the kept RESULT is unicast back): 11% of the packets are resends
     {"n4_w16_retx", 4, 16, 256, 4},
     {"unknown_job", 4, 16, 256, 0, true},
+    // the 16-lane profile (84-byte header, half a row per pass)
+    {"n2_w16_l16", 2, 16, 256, 0, false, 16}, {"n4_w16_l16", 4, 16, 256, 0, false, 16},
+    {"n8_w16_l16", 8, 16, 256, 0, false, 16},
 };
 
 uint16_t agq_job_id(unsigned shape_index) { return uint16_t(100 + shape_index); }
@@ -225,6 +230,7 @@ void add_agq_jobs(agq::pipeline::agq::AgqSwitchProgram& prog) {
     j.rows = s.slots * s.width / 32;
     j.ps_port = 0;
     j.ps_ipv4 = 0x0A020264;
+    j.lanes = uint8_t(s.lanes);
     if (auto err = prog.add_job(j)) {
       std::fprintf(stderr, "bench: add_job %u: %s\n", j.job_id, err->c_str());
       std::abort();
@@ -240,7 +246,7 @@ void add_agq_jobs(agq::pipeline::agq::AgqSwitchProgram& prog) {
 Trace agq_trace(unsigned index) {
   const AgqShape& s = kAgqShapes[index];
   Trace t;
-  t.lanes = agq::proto::kAgqLanes;
+  t.lanes = s.lanes;
   t.width = s.width;
   const int g = int(agq::pipeline::agq::guard_bits(s.workers));
   const int b = int(s.width) - g;
@@ -256,10 +262,11 @@ Trace agq_trace(unsigned index) {
     a.slot = uint16_t(slot);
     a.seq = v * s.slots + slot;
     a.req_width = uint8_t(s.width);
+    a.n_lanes = uint8_t(s.lanes);
     for (auto& x : a.lanes) x = b >= 32 ? rng()() : rng()() & ((1u << b) - 1);
     uint8_t payload[agq::proto::Agq::kLen];
     a.encode(payload);
-    t.frames.push_back(build_udp_frame(sp, payload));
+    t.frames.push_back(build_udp_frame(sp, std::span<const uint8_t>(payload, size_t(a.len()))));
   };
   const bool retx = s.retx_every != 0;
   for (unsigned v = 0; v < 2; ++v) {
@@ -537,8 +544,7 @@ void run_trace_burst(benchmark::State& state, const PipelineUnderTest& pu, const
       }
     }
     benchmark::ClobberMemory();
-    i += kBurst;
-    if (i >= n) i -= n;
+    i = (i + kBurst) % n;  // (a trace may be shorter than a burst)
   }
   if (in_place)
     for (size_t j = 0; j < n; ++j)
