@@ -23,6 +23,8 @@
 // out_per_pkt (frames leaving the switch per packet: replicas + unicasts).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -163,6 +165,36 @@ Trace classic_worked_example() {
 
 // Ordinary traffic: UDP to a MAC with a static entry (plain L2 switching
 // inside the same program), 64 distinct source MACs so learning is exercised.
+// A bigger station set: kL2Stations sources (learned on the ingress port)
+// each sending to one of kL2Stations destinations with static entries on
+// port 2, in random order, so both MAC lookups of a packet land anywhere in
+// the table (3 MiB at the default 65536 entries: beyond L2, in L3), which is
+// what the burst's prefetch stage is for.
+constexpr unsigned kL2Stations = 4096;
+agq::proto::Mac l2_station(unsigned i, bool dst) {
+  return {0x02, 0, 0, uint8_t(dst ? 0x0D : 0x05), uint8_t(i >> 8), uint8_t(i)};
+}
+template <typename Fwd>
+void add_l2_stations(Fwd& fwd) {
+  fwd.add_static_mac({0x02, 0, 0, 0, 0, 0x02}, 2);
+  for (unsigned i = 0; i < kL2Stations; ++i) fwd.add_static_mac(l2_station(i, true), 2);
+}
+Trace l2_many_trace() {
+  Trace t;
+  std::vector<uint8_t> payload(64, 0xAB);
+  std::mt19937 r(11);
+  for (unsigned i = 0; i < kL2Stations; ++i) {
+    auto sp = spec();
+    sp.src_mac = l2_station(i, false);
+    sp.dst_mac = l2_station(r() % kL2Stations, true);
+    sp.dst_port = 9000;
+    t.frames.push_back(build_udp_frame(sp, payload));
+  }
+  std::shuffle(t.frames.begin(), t.frames.end(), r);
+  t.in_place = true;
+  return t;
+}
+
 Trace l2_trace() {
   Trace t;
   std::vector<uint8_t> payload(64, 0xAB);
@@ -334,13 +366,13 @@ std::vector<PipelineUnderTest> pipelines() {
   auto classic_fast = [](agq::tna::ReplicationEngine& pre) -> std::unique_ptr<agq::tna::Program> {
     agq::pipeline::classic::ClassicConfig cfg{0, {1, 2}, 35000};
     auto p = std::make_unique<agq::pipeline::classic::ClassicProgram>(cfg, agq::pipeline::ForwardingConfig{}, pre);
-    p->forwarding().add_static_mac({0x02, 0, 0, 0, 0, 0x02}, 2);
+    add_l2_stations(p->forwarding());
     return p;
   };
   auto classic_ref = [](agq::tna::ReplicationEngine& pre) -> std::unique_ptr<agq::tna::Program> {
     agq::pipeline::classic::ClassicConfig cfg{0, {1, 2}, 35000};
     auto p = std::make_unique<agq::pipeline::reference::ClassicReference>(cfg, agq::pipeline::ForwardingConfig{}, pre);
-    p->forwarding().add_static_mac({0x02, 0, 0, 0, 0, 0x02}, 2);
+    add_l2_stations(p->forwarding());
     return p;
   };
   auto null_program = [](agq::tna::ReplicationEngine&) -> std::unique_ptr<agq::tna::Program> {
@@ -383,7 +415,7 @@ std::vector<PipelineUnderTest> pipelines() {
       auto p = std::make_unique<agq::pipeline::agq::fast::AgqFastProgram>(agq::pipeline::agq::AgqConfig{},
                                                                           agq::pipeline::ForwardingConfig{}, pre);
       p->set_simd(simd);
-      p->forwarding().add_static_mac({0x02, 0, 0, 0, 0, 0x02}, 2);
+      add_l2_stations(p->forwarding());
       add_agq_jobs(*p);
       return p;
     };
@@ -393,7 +425,7 @@ std::vector<PipelineUnderTest> pipelines() {
                [](agq::tna::ReplicationEngine& pre) -> std::unique_ptr<agq::tna::Program> {
                  auto p = std::make_unique<agq::pipeline::agq::AgqProgram>(agq::pipeline::agq::AgqConfig{},
                                                                           agq::pipeline::ForwardingConfig{}, pre);
-                 p->forwarding().add_static_mac({0x02, 0, 0, 0, 0, 0x02}, 2);
+                 add_l2_stations(p->forwarding());
                  add_agq_jobs(*p);
                  return p;
                },
@@ -658,7 +690,10 @@ void register_pipeline_benchmarks() {
   static const std::vector<PipelineUnderTest> list = pipelines();
   for (const auto& pu : list) {
     std::vector<NamedTrace> traces = pu.traces();
-    if (pu.name.rfind("agq_fast_", 0) != 0) traces.push_back({"l2_forward", l2_trace()});
+    if (pu.name.rfind("agq_fast_", 0) != 0) {
+      traces.push_back({"l2_forward", l2_trace()});
+      traces.push_back({"l2_4k_stations", l2_many_trace()});
+    }
     for (auto& nt : traces)
       benchmark::RegisterBenchmark(("Pipeline/" + pu.name + "/" + nt.name).c_str(),
                                    [&pu, t = std::move(nt.trace)](benchmark::State& st) {
@@ -697,26 +732,29 @@ class SideBySideReporter : public benchmark::ConsoleReporter {
   // reference, and the harness alone, all on the same frames in this run.
   // "program" = row - harness, printed beside the row, never instead of it.
   void print_l2() const {
-    const double* harness = find("Pipeline/null_burst/l2_forward");
-    const double* ref = find("Pipeline/classic_ref_burst/l2_forward");
+    print_l2("l2_forward", "64 stations -> a static MAC");
+    print_l2("l2_4k_stations", "4096 stations -> 4096 static MACs, random");
+  }
+  void print_l2(const std::string& trace, const char* what) const {
+    const double* harness = find("Pipeline/null_burst/" + trace);
+    const double* ref = find("Pipeline/classic_ref_burst/" + trace);
     struct Row {
       const char* label;
       const char* bench;
     };
     const Row rows[] = {
-        {"classic (fast Forwarding)", "Pipeline/classic_burst/l2_forward"},
-        {"agq_fast (fast Forwarding)", "Pipeline/agq_fast/l2_forward"},
-        {"agq model (parse, Headers)", "Pipeline/agq/l2_forward"},
-        {"reference (ForwardingReference)", "Pipeline/classic_ref_burst/l2_forward"},
+        {"classic (fast Forwarding)", "Pipeline/classic_burst/"},
+        {"agq_fast (fast Forwarding)", "Pipeline/agq_fast/"},
+        {"agq model (parse, Headers)", "Pipeline/agq/"},
+        {"reference (ForwardingReference)", "Pipeline/classic_ref_burst/"},
     };
     bool header = false;
     for (const Row& r : rows) {
-      const double* v = find(r.bench);
+      const double* v = find(r.bench + trace);
       if (!v) continue;
       if (!header) {
-        std::printf("\nplain L2 forwarding (l2_forward: 64 stations -> a static MAC; bursts of %u, frames in place),"
-                    " ns/packet\n",
-                    kBurst);
+        std::printf("\nplain L2 forwarding (%s: %s; bursts of %u, frames in place), ns/packet\n", trace.c_str(),
+                    what, kBurst);
         std::printf("%-32s %9s %9s %9s\n", "program", "row", "-harness", "ref/row");
         if (harness) std::printf("%-32s %9.1f\n", "harness alone (null_burst)", *harness);
         header = true;
