@@ -255,6 +255,11 @@ class Bench:
             "stages": build / "bench" / "bench_worker_stages",
         }
         self.testpmd = shutil.which("dpdk-testpmd")
+        # agq workers' memif rings: 2^11 descriptors. N = 8 puts 4 logical
+        # workers x 256 slots = 1024 RESULTs in flight towards one process,
+        # exactly the default ring (2^10): a descheduled worker then loses
+        # RESULTs in the switch's tx (dp.tx_dropped) at "0 % loss".
+        self.rsize = os.environ.get("AGQ_MEMIF_RSIZE", ",rsize=11")
 
     # ---- pipeline cost (Google Benchmark) --------------------------------
     def pipeline_cost(self) -> dict:
@@ -422,11 +427,36 @@ class Bench:
         wait_for(lambda: all((self.work / f"m{i}.sock").exists() for i in range(2)), 15)
         return p
 
+    def gen_zero_copy(self) -> bool:
+        """A zero-copy memif client needs hugepages (and single-file
+        segments): then the generator copies nothing and cannot be the
+        bottleneck. Used when 256 free 2 MiB pages exist (e.g. after
+        `dpdk-hugepages.py -p 2M --setup 1G`); otherwise copy mode."""
+        if not hasattr(self, "_zc"):
+            try:
+                free = int(Path("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages").read_text())
+            except (OSError, ValueError):
+                free = 0
+            self._zc = free >= 256 and os.path.ismount("/dev/hugepages")
+        return self._zc
+
     def gen(self, traffic: str, seconds: float, rate: float = 0.0) -> dict | None:
+        """Throughput runs (rate 0) send prebuilt frames (bench_gen --reuse:
+        no per-packet allocation, copy or stamp; zero-copy memif when
+        hugepages allow), so the generator outruns the device under test:
+        its tx_refused (frames the DUT's full rings refused) shows it.
+        Latency runs (paced) build and stamp every frame."""
         vdevs = self.memif_vdevs("client")
-        p = self.procs.start("gen", [self.bin["gen"], *eal(self.procs.prefix("g"), ["-l", "1"], vdevs, 512), "--",
+        argv = eal(self.procs.prefix("g"), ["-l", "1"], vdevs, 512)
+        extra = []
+        if rate == 0:
+            extra = ["--reuse"]
+            if self.gen_zero_copy():
+                argv = ["-m", "256", "--in-memory", "--single-file-segments", "--no-pci", "-l", "1",
+                        "--log-level=warning", "--no-telemetry", *[f"--vdev={v},zero-copy=yes" for v in vdevs]]
+        p = self.procs.start("gen", [self.bin["gen"], *argv, "--",
                                      *self.gen_traffic(traffic), "--seconds", seconds, "--warmup", 1 if rate == 0 else 0.5,
-                                     "--rate-mpps", f"{rate:.4f}"])
+                                     "--rate-mpps", f"{rate:.4f}", *extra])
         self.procs.wait(p, seconds + 30)
         js = json_lines(output(p))
         return js[-1] if js else None
@@ -457,6 +487,10 @@ class Bench:
                         g = self.gen(t, secs)
                         res[t][dut] = g["tx_mpps"] if g else None
                         res[t][dut + "_delivered"] = g["rx_mpps"] if g else None
+                        # Share of the generator's frames the DUT's rings refused:
+                        # > 0 means the DUT, not the generator, set the rate.
+                        res[t][dut + "_refused"] = (g["tx_refused"] / (g["tx_refused"] + g["tx_pkts"])
+                                                    if g and g["tx_refused"] + g["tx_pkts"] else None)
                         if dut == "switch" and g:
                             switch_cap[t] = g["tx_mpps"]
                     for t in ts:
@@ -483,7 +517,9 @@ class Bench:
                                         "rate_mpps": median([x["rate_mpps"] for x in xs]),
                                         **{k: median([x[k] for x in xs]) for k in ("p50_ns", "p99_ns", "p999_ns")}})
         return {"seconds_per_run": secs, "reps": reps, "runs": runs, "summary": summarize(runs),
-                "latency_runs": lat, "latency": lat_sum}
+                "latency_runs": lat, "latency": lat_sum,
+                "generator": ("bench_gen --reuse, zero-copy memif client (hugepages)" if self.gen_zero_copy()
+                              else "bench_gen --reuse, copy-mode memif client (no hugepages)")}
 
     # ---- end to end: agq-worker through agq-switch vs MPI_Allreduce --------
     def e2e_one(self, n: int, mbytes: int) -> dict | None:
@@ -568,7 +604,7 @@ class Bench:
                 "--verify", verify]
 
         def proc(name, sock, extra):
-            v = f"net_memif0,role=client,id=0,socket={self.work}/m{sock}.sock,socket-abstract=no"
+            v = f"net_memif0,role=client,id=0,socket={self.work}/m{sock}.sock,socket-abstract=no{self.rsize}"
             return self.procs.start(name, [self.bin["worker"], *eal(self.procs.prefix(name), ["-l", "1"], [v], 256),
                                            "--", *extra, *args])
 
@@ -636,7 +672,7 @@ class Bench:
     def e2e(self) -> dict:
         stages = self.worker_stages()
         if self.quick:
-            plan = {2: [1, 4], 4: [1, 4], 8: [1, 4]}
+            plan = {2: [1, 4, 16], 4: [1, 4], 8: [1, 4]}
             budget = 20.0
         else:
             plan = {2: [1, 16, 64, 256], 4: [1, 16, 64, 256], 8: [1, 16, 64, 256]}
@@ -751,6 +787,8 @@ def summarize(runs: list[dict]) -> list[dict]:
                     "cpu_ratio_median": median(cpu_ratios),
                     "cpu_ratio_min": min(cpu_ratios) if cpu_ratios else None,
                     "cpu_ratio_max": max(cpu_ratios) if cpu_ratios else None,
+                    "switch_refused": median([r.get("switch_refused") for r in rs]),
+                    "testpmd_refused": median([r.get("testpmd_refused") for r in rs]),
                     "switch_mpps_per_lcore": sw / n_lcores(lc) if sw else None,
                     "frame_bytes": FRAME_BYTES[t],
                     "switch_gbps": sw * FRAME_BYTES[t] * 8 / 1e3 if sw else None})
@@ -848,6 +886,14 @@ def markdown(res: dict) -> str:
                      f"{fmt(s.get('switch_cpu'))} / {fmt(s.get('testpmd_cpu'))} | {fmt(s.get('cpu_ratio_median'), 3)} | "
                      f"{fmt(s.get('cpu_ratio_min'), 3)}–{fmt(s.get('cpu_ratio_max'), 3)} |")
         L.append("")
+        if key == "memif":
+            L += [f"Generator: {r.get('generator', 'bench_gen')}. Refused = share of the generator's frames the "
+                  "device's full rings refused (median): above 0, the device under test, not the generator, "
+                  "set the rate.", "", "| traffic | refused by agq-switch | refused by testpmd io |",
+                  "|---|---:|---:|"]
+            for s in r["summary"]:
+                L.append(f"| {s['traffic']} | {fmt(s.get('switch_refused'), 3)} | {fmt(s.get('testpmd_refused'), 3)} |")
+            L.append("")
         if r.get("scaling"):
             L += ["Lcore scaling (agq-switch, 2 lcores / 1 lcore, per rep, median (min–max)). \"2 steered\": "
                   "every packet arrives on the rx queue of the lcore that owns its shard (one pcap per queue, "

@@ -16,6 +16,7 @@
 
 #include <array>
 #include <chrono>
+#include <cstdio>
 #include <span>
 #include <stdexcept>
 
@@ -48,6 +49,8 @@ struct SwitchDataplane::Lcore {
   std::vector<RxQueue> rxq;
   std::unique_ptr<TxPort[]> tx;        // by port
   std::vector<uint16_t> owned_tx;      // shared ports whose only tx queue this lcore owns
+  unsigned memif_off = 0;              // rx queues switched off for lack of a client ring
+  std::vector<uint8_t> link_was_down;  // by port: seen down since a queue was switched off
   rte_ring* inbox = nullptr;           // hand-off from the other lcores (multi-producer)
   rte_ring* digests = nullptr;         // MacDigest elements to the control thread
   XorShift64 rng;                      // drop simulator decisions
@@ -138,8 +141,26 @@ void SwitchDataplane::setup(control::Pipes& pipes) {
       if (tx_rings_[p] && ports_.tx_owner(p) != c.index) t.handoff = tx_rings_[p];
     }
   }
+  // Multi-queue memif: a client may connect with fewer rings than queues,
+  // which DPDK's memif server cannot report (ports.hpp). Queues >= 1 are
+  // therefore confirmed on their first packets (check_memif_ring); the tx
+  // of an lcore whose queue has no ring then goes to lcore 0 (queue 0
+  // always exists) through this ring.
+  fallback_tx_.assign(nports, nullptr);
+  for (uint16_t p = 0; p < nports; ++p) {
+    const PortInfo& pi = ports_.info(p);
+    if (pi.driver != "net_memif" || pi.rx_queues < 2 || pi.tx_shared || L == 1) continue;
+    fallback_tx_[p] = rte_ring_create(("agq_fb" + std::to_string(p)).c_str(), kHandoffRing,
+                                      int(rte_lcore_to_socket_id(lcores_[0]->lcore_id)), RING_F_SC_DEQ);
+    if (!fallback_tx_[p]) throw std::runtime_error("tx fallback ring: " + std::string(rte_strerror(rte_errno)));
+    lcores_[0]->owned_tx.push_back(p);
+  }
   for (uint16_t p = 0; p < nports; ++p)
-    for (uint16_t q = 0; q < ports_.info(p).rx_queues; ++q) lcores_[ports_.rx_lcore(p, q)]->rxq.push_back({p, q});
+    for (uint16_t q = 0; q < ports_.info(p).rx_queues; ++q) {
+      RxQueue rq{p, q};
+      rq.verify = fallback_tx_[p] && q > 0;
+      lcores_[ports_.rx_lcore(p, q)]->rxq.push_back(rq);
+    }
 }
 
 SwitchDataplane::~SwitchDataplane() { release(); }
@@ -164,6 +185,10 @@ void SwitchDataplane::release() {
     c->digests = nullptr;
   }
   for (auto& r : tx_rings_) {
+    drain(r);
+    r = nullptr;
+  }
+  for (auto& r : fallback_tx_) {
     drain(r);
     r = nullptr;
   }
@@ -215,13 +240,16 @@ int SwitchDataplane::loop(Lcore& c) {
     // (idle: at most one back-off sleep late) and every kCommandEvery-th
     // round while traffic flows, so a busy lcore does not read the control
     // thread's ring indices once per burst.
-    if (!busy || (++round % kCommandEvery) == 0)
+    ++round;
+    if (!busy || (round % kCommandEvery) == 0)
       if (unsigned k = commands_->serve(c.index)) c.counters.commands.add(k);
 
     uint64_t got = 0, now = 0;
-    for (const RxQueue& q : c.rxq) {
+    for (RxQueue& q : c.rxq) {
+      if (unlikely(q.off)) continue;
       uint16_t n = rte_eth_rx_burst(q.port, q.queue, c.rx.data(), opt_.burst);
       if (n == 0) continue;
+      if (unlikely(q.verify) && !check_memif_ring(c, q, c.rx.data(), n)) continue;
       got += n;
       c.counters.rx.add(n);
       n = sim_drop_rx(c, q.port, c.rx.data(), n);
@@ -242,6 +270,7 @@ int SwitchDataplane::loop(Lcore& c) {
       }
     }
     if (!c.owned_tx.empty() && drain_shared_tx(c)) got = 1;
+    if (unlikely(c.memif_off > 0) && (round % kLinkCheckEvery) == 0) rearm_memif_queues(c);
     busy = got != 0;
     if (busy) {
       // Full batches already left inside send(); flushing the rest here
@@ -266,8 +295,8 @@ bool SwitchDataplane::drain_shared_tx(Lcore& c) {
   bool any = false;
   for (uint16_t p : c.owned_tx) {
     rte_mbuf** pkts = c.drops.data();  // free here: drops are only collected inside run_program
-    const uint16_t n =
-        uint16_t(rte_ring_dequeue_burst(tx_rings_[p], reinterpret_cast<void**>(pkts), opt_.burst, nullptr));
+    rte_ring* r = tx_rings_[p] ? tx_rings_[p] : fallback_tx_[p];
+    const uint16_t n = uint16_t(rte_ring_dequeue_burst(r, reinterpret_cast<void**>(pkts), opt_.burst, nullptr));
     if (n == 0) continue;
     any = true;
     const uint16_t sent = rte_eth_tx_burst(p, 0, pkts, n);
@@ -457,6 +486,66 @@ void SwitchDataplane::multicast(Lcore& c, rte_mbuf* m, const tna::Decision& d, b
   for (unsigned i = 0; i <= k; ++i)
     c.prog->egress(std::span<uint8_t>(rte_pktmbuf_mtod(bufs[i], uint8_t*), len), reps[i].port, reps[i].rid);
   for (unsigned i = 0; i <= k; ++i) transmit(c, reps[i].port, bufs[i], sim_tx);
+}
+
+// A multi-queue memif port's queue q >= 1, on its first packets since
+// link-up. DPDK's memif server has no API for the ring count the client
+// chose, and polls a queue without a ring as if it were ring 0 (reading
+// ring 0's slots behind the back of the lcore that owns queue 0). The
+// driver's per-queue statistics do cover exactly the rings the client
+// made: a queue with a ring has counted the packets just read, one
+// without has no entry (0). Then: this burst is not the client's traffic
+// (dropped, counted), the queue is polled no more, this lcore's tx on the
+// port goes to lcore 0 (queue 0) through the fallback ring, and the
+// shards of this lcore reach it through the software hand-off from
+// whoever reads ring 0. A reconnect (link down, then up) re-arms the check.
+bool SwitchDataplane::check_memif_ring(Lcore& c, RxQueue& q, rte_mbuf** pkts, uint16_t n) {
+  rte_eth_stats st{};
+  const bool can_tell = q.queue < RTE_ETHDEV_QUEUE_STAT_CNTRS && rte_eth_stats_get(q.port, &st) == 0;
+  if (!can_tell || st.q_ipackets[q.queue] != 0) {
+    q.verify = false;  // the client has this ring
+    return true;
+  }
+  rte_pktmbuf_free_bulk(pkts, n);
+  c.counters.memif_missing_drops.add(n);
+  c.counters.memif_missing_rings.add(1);
+  q.off = true;
+  ++c.memif_off;
+  c.link_was_down.assign(ports_.count(), 0);
+  // Lcore i transmits on queue i: without ring i, through lcore 0.
+  if (q.queue == c.index && c.index != 0) {
+    c.tx[q.port].flush();
+    c.tx[q.port].handoff = fallback_tx_[q.port];
+  }
+  std::fprintf(stderr,
+               "agq-switch: port %u (%s): the memif client has no ring for queue %u (it connected with fewer "
+               "rings than --memif-queues %u): lcore %u stops polling it; its shards reach it through the "
+               "software hand-off and its tx on this port goes through lcore 0. Connect the client with %u "
+               "rings to steer by ring.\n",
+               unsigned(q.port), ports_.info(q.port).name.c_str(), unsigned(q.queue),
+               unsigned(ports_.info(q.port).rx_queues), c.lcore_id, unsigned(ports_.info(q.port).rx_queues));
+  return false;
+}
+
+// Every kLinkCheckEvery rounds while a queue is off: after its port's link
+// went down and came back (the client reconnected, maybe with more rings),
+// the queue is polled again and checked again.
+void SwitchDataplane::rearm_memif_queues(Lcore& c) {
+  for (RxQueue& q : c.rxq) {
+    if (!q.off) continue;
+    rte_eth_link link{};
+    if (rte_eth_link_get_nowait(q.port, &link) != 0) continue;
+    if (link.link_status != RTE_ETH_LINK_UP) {
+      c.link_was_down[q.port] = 1;
+      continue;
+    }
+    if (!c.link_was_down[q.port]) continue;
+    q.off = false;
+    q.verify = true;
+    --c.memif_off;
+    c.tx[q.port].flush();
+    c.tx[q.port].handoff = nullptr;
+  }
 }
 
 uint16_t SwitchDataplane::sim_drop_rx(Lcore& c, uint16_t port, rte_mbuf** pkts, uint16_t n) {

@@ -34,13 +34,18 @@ def test_full_tx_ring_drops_and_counts(procs, tmp_path):
     sent = json.loads([l for l in gen.output().splitlines() if l.startswith("{")][-1])["tx_pkts"]
     assert sent > 0, gen.output()
 
-    # Everything the generator sent has reached the switch once dp.rx stops moving.
+    # The generator has exited: once dp.rx stops moving, the switch has read
+    # what it will (frames still in the ring when the client closed it are
+    # gone with the ring).
+    last = [-1]
+
     def settled():
-        a = counters(ctl)["dp.rx"]
-        b = counters(ctl)["dp.rx"]
-        return a == b and a >= sent
-    wait_for(settled, 20, interval=0.2, what="the switch to receive every frame")
+        now = counters(ctl)["dp.rx"]
+        done, last[0] = now == last[0], now
+        return done
+    wait_for(settled, 20, interval=0.3, what="the switch's rx to settle")
     c = counters(ctl)
+    assert sent // 2 <= c["dp.rx"] <= sent, (sent, c)
     assert c["dp.tx_dropped"] > 0, c
     # Exact accounting: each received frame was sent or dropped at tx (none
     # dropped by the program, none lost silently).

@@ -1,5 +1,6 @@
 // The agq protocol's roles around the DPDK-free engines (lib/agq_*):
 // options -> engine config, the shared poll loop, the summary (text or JSON).
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -76,7 +77,7 @@ struct Process {
 // (a switch lcore that is not the shard's owner, a PS_RESULT); the rest here.
 unsigned owner_of(Part& me, const Process& pr, rte_mbuf* m) {
   if (pr.parts.size() == 1) return me.j;
-  const uint8_t* h = find_agq_header({rte_pktmbuf_mtod(m, const uint8_t*), rte_pktmbuf_data_len(m)});
+  const uint8_t* h = find_agq_header(bytes_of(m));
   if (!h) return me.j;
   const EngineConfig& c = me.eng.engine().config();
   const uint32_t slot = uint32_t(h[6] << 8 | h[7]);
@@ -97,8 +98,8 @@ void agq_worker_loop(Process& pr, Part& me) {
   dataplane::IdleBackoff idle(o.idle_sleep_us);
   Progress progress;
   const uint64_t period = main_part ? uint64_t(o.progress_s * 1e9) : 0;
-  uint64_t next_progress = now_ns() + period, next_link = 0, next_reconnect = 0;
-  std::vector<uint8_t> up(ports.count(), 1);
+  uint64_t next_progress = now_ns() + period;
+  LinkWatch links(ports, io, single);
   progress.line("worker", eng.counters(), eng.elements_done(), eng.outstanding(), now_ns());
   if (main_part) {
     std::string names;
@@ -106,48 +107,38 @@ void agq_worker_loop(Process& pr, Part& me) {
     std::fprintf(stderr, "[worker] ready: link up on %s (%zu lcore%s)\n", names.c_str(), pr.parts.size(),
                  single ? "" : "s");
   }
-  constexpr unsigned kRx = 32, kMaxBursts = 16;  // drain, but never starve tx for long
+  constexpr unsigned kRx = 32;
   rte_mbuf* m[kRx];
   bool counted = false;
-  auto deliver = [&](rte_mbuf* x, uint16_t p, uint64_t now) {
-    const int b = eng.on_frame(p, {rte_pktmbuf_mtod(x, const uint8_t*), rte_pktmbuf_data_len(x)}, now);
-    if (b >= 0)
-      io.adopt(uint32_t(b), x);
-    else
-      io.release(x);
-  };
   while (!g_stop && !pr.failed.load(std::memory_order_relaxed) &&
          pr.finished.load(std::memory_order_acquire) < pr.parts.size()) {
     uint64_t now = now_ns();
     unsigned work = 0;
-    for (uint16_t p = 0; p < ports.count(); ++p) {
-      for (unsigned r = 0; r < kMaxBursts; ++r) {
-        const unsigned n = ports.rx_burst(p, uint16_t(me.queue), m, kRx);
-        for (unsigned i = 0; i < n; ++i) {
-          if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(m[i + 1], void*));
-          const unsigned owner = owner_of(me, pr, m[i]);
-          if (owner == me.j) {
-            deliver(m[i], p, now);
-          } else if (rte_ring_enqueue(pr.parts[owner]->ring, m[i]) == 0) {
-            ++me.handed_off;  // the owner's ring (PROTOCOL.md §10's hand-off)
-          } else {
-            io.release(m[i]);  // full: as lost; the owner's timers recover
-          }
-        }
-        work += n;
-        if (n < kRx) break;
-      }
-    }
+    bool drained = true;  // every rx queue came back short: no RESULT sits unread
+    for (uint16_t p = 0; p < ports.count(); ++p)
+      work += drain_rx(
+          ports, p, uint16_t(me.queue),
+          [&](rte_mbuf* x) {
+            const unsigned owner = owner_of(me, pr, x);
+            if (owner == me.j)
+              keep_or_free(io, x, eng.on_frame(p, bytes_of(x), now));
+            else if (rte_ring_enqueue(pr.parts[owner]->ring, x) == 0)
+              ++me.handed_off;  // the owner's ring (PROTOCOL.md §10's hand-off)
+            else
+              io.release(x);  // full: as lost; the owner's timers recover
+          },
+          drained);
     if (me.ring) {
       // Frames other lcores received for our slots (the port index does
       // not matter to the engine: one identity per logical worker).
       const unsigned n = rte_ring_dequeue_burst(me.ring, reinterpret_cast<void**>(m), kRx, nullptr);
-      for (unsigned i = 0; i < n; ++i) deliver(m[i], 0, now);
+      for (unsigned i = 0; i < n; ++i) keep_or_free(io, m[i], eng.on_frame(0, bytes_of(m[i]), now));
+      if (n == kRx) drained = false;
       work += n;
     }
     io.free_now();
     now = now_ns();
-    work += eng.tick(now);
+    work += eng.tick(now, drained);  // timers only once the rx ring is empty
     work += io.flush();
     if (eng.failed()) {
       pr.failed.store(true, std::memory_order_relaxed);
@@ -157,30 +148,12 @@ void agq_worker_loop(Process& pr, Part& me) {
       counted = true;
       pr.finished.fetch_add(1, std::memory_order_acq_rel);
     }
-    if (now >= next_link) {
-      // memif: the switch going away takes the link down; it comes back when
-      // a switch serves the socket again.
-      next_link = now + 20'000'000;
-      for (uint16_t p = 0; p < ports.count(); ++p) {
-        bool u = ports.link_up(p);
-        if (single && !u && !up[p] && now >= next_reconnect) {
-          // Down for a while: ask again (a restarted switch serves the
-          // socket anew). Only with one lcore: a port is not restarted under
-          // another lcore's rx/tx.
-          next_reconnect = now + 500'000'000;
-          ports.reconnect(p);
-          u = ports.link_up(p);
-        }
-        if (u == bool(up[p])) continue;
-        if (!u) next_reconnect = now + 300'000'000;
-        up[p] = u;
-        io.set_link(p, u);
-        eng.on_link(u, now);
-        if (main_part)
-          std::fprintf(stderr, "[worker] link %s on %s: %s\n", u ? "up" : "DOWN", ports.names()[p].c_str(),
-                       u ? "resending every sequence in flight" : "retransmission timers keep counting");
-      }
-    }
+    links.poll(now, [&](uint16_t p, bool u) {
+      eng.on_link(u, now);
+      if (main_part)
+        std::fprintf(stderr, "[worker] link %s on %s: %s\n", u ? "up" : "DOWN", ports.names()[p].c_str(),
+                     u ? "resending every sequence in flight" : "retransmission timers keep counting");
+    });
     if (period && now >= next_progress) {
       std::fprintf(stderr, "%s\n", progress.line("worker", eng.counters(), eng.elements_done(), eng.outstanding(), now).c_str());
       next_progress = now + period;
@@ -227,6 +200,7 @@ int run_agq_worker(const Options& o, Ports& ports) {
   cfg.max_width = uint8_t(o.max_width);
   cfg.row_shift = uint8_t(o.row_shift);
   cfg.switch_lcores = uint16_t(o.switch_lcores);
+  cfg.away_ns = std::max<uint64_t>(2'000'000, 4000ull * o.idle_sleep_us);  // 4 idle sleeps
   for (const auto& h : o.hosts) {
     WorkerIdentity w = WorkerIdentity::defaults(o.agq.job_id, h.id);
     std::memcpy(w.self.mac.data(), h.mac, 6);
@@ -378,9 +352,9 @@ int run_agq_worker(const Options& o, Ports& ports) {
             .raw("engine", Json()
                                .num("srtt_us", es.srtt_ns * 1e-3).num("rttvar_us", es.rttvar_ns * 1e-3)
                                .num("rto_us", double(es.rto_ns) * 1e-3).num("rtt_samples", es.rtt_samples)
-                               .num("min_rtt_us", es.min_rtt_ns * 1e-3).num("reo_wnd_us", double(es.reo_wnd_ns) * 1e-3)
+                               .num("min_rtt_us", es.min_rtt_ns * 1e-3).num("rtt_peak_us", es.rtt_peak_ns * 1e-3).num("reo_wnd_us", double(es.reo_wnd_ns) * 1e-3)
                                .num("fast_retransmissions", es.fast_retransmissions).num("tail_probes", es.tail_probes)
-                               .num("spurious_retransmissions", es.spurious)
+                               .num("spurious_retransmissions", es.spurious).num("descheduled", es.away)
                                .num("chunks_over_1ms", es.chunks_over_1ms).num("chunks_over_5ms", es.chunks_over_5ms)
                                .num("max_chunk_ms", double(es.max_chunk_ns) * 1e-6)
                                .num("switch_restarts", es.switch_restarts).num("link_downs", es.link_downs)

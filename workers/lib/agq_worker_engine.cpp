@@ -68,6 +68,7 @@ bool AgqWorkerEngine::init(const AgqWorkerConfig& cfg, std::string& err, FrameIo
   t.max_redos = cfg.max_redos;
   t.reply_timeout_ns = cfg.reply_timeout_ns;
   t.burst = cfg.burst;
+  t.away_ns = cfg.away_ns;
   ec.part = cfg.part;
   ec.parts = cfg.parts;
   ec.queues = cfg.queues;
@@ -139,9 +140,9 @@ unsigned AgqWorkerEngine::tick(uint64_t now_ns, TxSink& tx) {
   return tick(now_ns);
 }
 
-unsigned AgqWorkerEngine::tick(uint64_t now_ns) {
+unsigned AgqWorkerEngine::tick(uint64_t now_ns, bool timers) {
   advance(now_ns);
-  return eng_.tick(now_ns);
+  return eng_.tick(now_ns, timers);
 }
 
 int AgqWorkerEngine::on_frame(uint16_t, std::span<const uint8_t> frame, uint64_t now_ns) {

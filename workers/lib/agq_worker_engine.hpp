@@ -53,6 +53,7 @@ struct AgqWorkerConfig {
   unsigned max_redos = 8;       // OVERFLOW redos per chunk before accepting the clipped result
   uint64_t reply_timeout_ns = 5'000'000'000ull;
   unsigned burst = 32;
+  uint64_t away_ns = 2'000'000;  // AllreduceTuning::away_ns
   uint32_t verify_every = 1;    // 1 = all, K = one chunk in K, 0 = off
   bool barrier = false;         // a one-chunk op first: every worker is there when round 0 starts
   unsigned part = 0, parts = 1, queues = 1;  // slot partition of this engine (lcores)
@@ -115,7 +116,7 @@ class AgqWorkerEngine final : private ChunkObserver {
   // Frame in; returns the buffer the io may adopt it for (see AllreduceEngine::on_frame).
   int on_frame(uint16_t port, std::span<const uint8_t> frame, uint64_t now_ns);
   unsigned tick(uint64_t now_ns, TxSink& tx);  // with the internal buffer io
-  unsigned tick(uint64_t now_ns);              // with an external io
+  unsigned tick(uint64_t now_ns, bool timers = true);  // with an external io (timers: rx drained)
   void on_link(bool up, uint64_t now_ns) { eng_.on_link(up, now_ns); }
 
   bool finished() const { return finished_; }

@@ -145,8 +145,14 @@ struct AllreduceEngine::Impl {
     std::deque<std::pair<uint32_t, uint64_t>> order;  // (slot, send_seq)
     uint64_t rack_seq = 0, rack_rtt = 0;
   };
+  struct Rtt {
+    double srtt = 0, rttvar = 0, peak = 0;
+    uint64_t samples = 0, rto = 0;
+    unsigned outliers = 0;  // samples ignored in a row
+  };
   struct Logical {
     WorkerIdentity id;
+    Rtt rtt;
     std::unique_ptr<FrameTemplate> tmpl;
     uint64_t next_global = 0;            // first global chunk of the next op
     std::deque<std::unique_ptr<OpEntry>> ops;
@@ -176,7 +182,7 @@ struct AllreduceEngine::Impl {
   uint64_t restart_ns = 0, now = 0;
   uint16_t restart_from = 0;
   bool redo_all = false;      // the next timer scan resends every expired slot (restart, link back)
-  unsigned outliers = 0;      // RTT samples ignored in a row
+  uint64_t last_tick = 0;     // the caller's previous tick
 
   explicit Impl(AllreduceEngine& eng) : e(eng) {}
 
@@ -258,51 +264,79 @@ struct AllreduceEngine::Impl {
     next_deadline = std::min(next_deadline, sl.deadline);
   }
 
-  uint64_t base_rto() const {
-    return e.stats_.rtt_samples ? e.stats_.rto_ns : e.cfg_.tuning.rto_init_ns;
-  }
+  uint64_t base_rto(const Logical& lw) const { return lw.rtt.samples ? lw.rtt.rto : e.cfg_.tuning.rto_init_ns; }
 
-  void rtt_sample(uint64_t r) {
-    EngineStats& st = e.stats_;
+  // One RTT sample of logical worker lw (its own estimator: in a process
+  // hosting several, the one that sends a chunk first waits for all the
+  // others and sees round trips of ms, the last one µs).
+  void rtt_sample(Logical& lw, uint64_t r) {
+    Rtt& st = lw.rtt;
     const double x = double(r);
     const AllreduceTuning& tu = e.cfg_.tuning;
-    if (!st.min_rtt_ns || x < st.min_rtt_ns) st.min_rtt_ns = x;
+    EngineStats& es = e.stats_;
+    if (!es.min_rtt_ns || x < es.min_rtt_ns) es.min_rtt_ns = x;
+    ++es.rtt_samples;
+    // The recent peak, every sample (slow decay, ~4096 samples): the RTO's
+    // floor. srtt/rttvar below filter the far samples out (they are mostly
+    // another worker's loss), but a deep window on a loaded host has real
+    // round trips of tens of ms, and an RTO below them retransmits every
+    // sequence that waits in the queue.
+    st.peak = std::max(x, st.peak - st.peak / 4096);
     // A RESULT completes when the slowest worker's DATA arrived: a sample
     // far above srtt is usually another worker's loss and retransmission,
     // not our path. Counting those would feed the RTO with the RTO (at 10%
     // loss it climbs to the cap); a run of 8 such samples is a real change.
-    if (st.rtt_samples && x > 2 * st.srtt_ns + double(tu.rto_min_ns) && ++outliers < 8) return;
-    outliers = 0;
-    if (!st.rtt_samples) {
-      st.srtt_ns = x;
-      st.rttvar_ns = x / 2;
+    if (st.samples && x > 2 * st.srtt + double(tu.rto_min_ns) && ++st.outliers < 8) {
+      st.rto = rto_of(st);
     } else {
-      st.rttvar_ns = 0.75 * st.rttvar_ns + 0.25 * std::fabs(st.srtt_ns - x);
-      st.srtt_ns = 0.875 * st.srtt_ns + 0.125 * x;
+      st.outliers = 0;
+      if (!st.samples) {
+        st.srtt = x;
+        st.rttvar = x / 2;
+      } else {
+        st.rttvar = 0.75 * st.rttvar + 0.25 * std::fabs(st.srtt - x);
+        st.srtt = 0.875 * st.srtt + 0.125 * x;
+      }
+      ++st.samples;
+      st.rto = rto_of(st);
     }
-    ++st.rtt_samples;
-    const AllreduceTuning& t = tu;
-    // srtt + 4 rttvar, the variance term floored (as TCP's clock granularity
-    // G: a perfectly steady RTT must not leave the RTO at srtt), capped.
-    st.rto_ns = std::min<uint64_t>(uint64_t(st.srtt_ns + std::max(4 * st.rttvar_ns, double(t.rto_min_ns))),
-                                   t.rto_max_ns);
+    if (&lw == &lws.front()) {  // the summary shows the first logical worker's estimator
+      es.srtt_ns = st.srtt;
+      es.rttvar_ns = st.rttvar;
+      es.rto_ns = st.rto;
+      es.rtt_peak_ns = st.peak;
+    }
+  }
+
+  // srtt + 4 rttvar, the variance term floored (as TCP's clock granularity
+  // G: a perfectly steady RTT must not leave the RTO at srtt); at least 5/4
+  // of the recent peak round trip, but that term at most 4x the first (a
+  // peak made by a recovery that needed the RTO must not ratchet the RTO up
+  // to its cap); capped. Loss is found by RACK and the tail probe: the RTO
+  // is the last resort and may be long.
+  uint64_t rto_of(const Rtt& st) const {
+    const AllreduceTuning& t = e.cfg_.tuning;
+    const double base = st.srtt + std::max(4 * st.rttvar, double(t.rto_min_ns));
+    return std::min<uint64_t>(uint64_t(std::max(base, std::min(1.25 * st.peak, 4 * base))), t.rto_max_ns);
   }
 
   // RACK's reorder window: a quarter of the smallest round trip (a memif
   // round trip is tens of µs), at least reo_min, widened by spurious
   // retransmissions, never above srtt.
-  uint64_t reo_wnd() const {
-    const EngineStats& st = e.stats_;
-    const uint64_t base = std::max<uint64_t>(e.cfg_.tuning.reo_min_ns, uint64_t(st.min_rtt_ns / 4)) * reo_mult;
-    return std::min<uint64_t>(base, std::max<uint64_t>(uint64_t(st.srtt_ns), e.cfg_.tuning.reo_min_ns));
+  uint64_t reo_wnd(const Logical& lw) const {
+    const uint64_t base =
+        std::max<uint64_t>(e.cfg_.tuning.reo_min_ns, uint64_t(e.stats_.min_rtt_ns / 4)) * reo_mult;
+    return std::min<uint64_t>(base, std::max<uint64_t>(uint64_t(lw.rtt.srtt), e.cfg_.tuning.reo_min_ns));
   }
 
   // Tail loss probe timeout: two smoothed round trips (an RTT and the
   // reorder slack of the last ones), at least pto_min.
-  uint64_t pto() const { return std::max<uint64_t>(uint64_t(2 * e.stats_.srtt_ns), e.cfg_.tuning.pto_min_ns); }
+  uint64_t pto(const Logical& lw) const {
+    return std::max<uint64_t>(uint64_t(2 * lw.rtt.srtt), e.cfg_.tuning.pto_min_ns);
+  }
   // The timer of a sequence resent because it was lost: a probe timeout
   // plus the round trip's variance.
-  uint64_t short_rto() const { return pto() + uint64_t(4 * e.stats_.rttvar_ns); }
+  uint64_t short_rto(const Logical& lw) const { return pto(lw) + uint64_t(4 * lw.rtt.rttvar); }
 
   void part_done(OpEntry& en, uint64_t now) {
     en.part_done = true;
@@ -564,10 +598,10 @@ bool AllreduceEngine::retransmit(uint32_t li, uint32_t s, uint64_t now_ns, Resen
   // itself judges first transmissions only: a retransmission that waits for
   // a peer's own recovery would be marked again and again.
   if (why == Resend::Lost) sl.marked = true;
-  const uint64_t base = m.base_rto();
+  const uint64_t base = m.base_rto(lw);
   uint64_t next;
   if (why != Resend::Timer)
-    next = std::min(m.short_rto(), base);
+    next = std::min(m.short_rto(lw), base);
   else if (sl.rto < base)
     next = std::min(sl.rto * 2, base);
   else
@@ -665,14 +699,14 @@ int AllreduceEngine::on_frame(std::span<const uint8_t> frame, uint64_t now_ns) {
     }
     stats_.epoch = epoch;
   }
-  if (!got_reply_before || now_ns - last_result_ns_ > m.base_rto()) {
+  if (!got_reply_before || now_ns - last_result_ns_ > m.base_rto(lw)) {
     // Results flow again after a quiet spell (a late or descheduled peer):
     // the sequences in flight waited for the same peer; give them a full RTO
     // from now instead of retransmitting each one as its old deadline passes.
     // Once per transmission: a lossy, slow job must not starve a lost one.
-    const uint64_t d = now_ns + m.base_rto();
     for (auto& x : m.lws)
       for (uint32_t t : m.owned) {
+        const uint64_t d = now_ns + m.base_rto(x);
         Impl::Slot& y = x.slots[t];
         if (y.st == Impl::St::Sent && !y.renewed && y.deadline < d) y.deadline = d, y.renewed = true;
       }
@@ -685,7 +719,7 @@ int AllreduceEngine::on_frame(std::span<const uint8_t> frame, uint64_t now_ns) {
     // nor (for RACK) which transmission it answers.
     if (!sl.retransmitted) {
       const uint64_t rtt = now_ns - sl.xmit_ns;
-      m.rtt_sample(rtt);
+      m.rtt_sample(lw, rtt);
       Impl::Lane& ln = lw.lanes[m.lane_of[s]];
       if (sl.send_seq > ln.rack_seq) ln.rack_seq = sl.send_seq, ln.rack_rtt = rtt;
     }
@@ -755,11 +789,22 @@ int AllreduceEngine::on_frame(std::span<const uint8_t> frame, uint64_t now_ns) {
   return int(b);
 }
 
-unsigned AllreduceEngine::tick(uint64_t now_ns) {
+unsigned AllreduceEngine::tick(uint64_t now_ns, bool timers) {
   if (!im_ || failed()) return 0;
   Impl& m = *im_;
   m.now = now_ns;
   unsigned sent = 0;
+  if (m.last_tick && cfg_.tuning.away_ns && now_ns - m.last_tick > cfg_.tuning.away_ns) {
+    // This process was not running (descheduled on a loaded host): the time
+    // it was away says nothing about the network; the timers pause for it.
+    const uint64_t gap = now_ns - m.last_tick;
+    for (auto& lw : m.lws)
+      for (uint32_t s : m.owned)
+        if (lw.slots[s].st == Impl::St::Sent) lw.slots[s].deadline += gap;
+    if (m.next_deadline != UINT64_MAX) m.next_deadline += gap;
+    ++stats_.away;
+  }
+  m.last_tick = now_ns;
   const uint32_t window = cfg_.job.max_outstanding();
   const uint16_t len = uint16_t(frame_len());
   for (uint32_t li = 0; li < m.lws.size(); ++li) {
@@ -787,7 +832,7 @@ unsigned AllreduceEngine::tick(uint64_t now_ns) {
       // different times in different processes, so later sequences overtake
       // it without any loss: RACK does not judge it (its timer does).
       if (!sl.redos) lw.lanes[m.lane_of[s]].order.push_back({s, sl.send_seq});
-      m.arm(sl, now_ns, m.base_rto());
+      m.arm(sl, now_ns, m.base_rto(lw));
       if (!lw.in_flight) lw.last_progress_ns = now_ns, lw.probed = false;
       ++lw.in_flight;
       ++sent;
@@ -798,12 +843,15 @@ unsigned AllreduceEngine::tick(uint64_t now_ns) {
   // the same switch lcore came back, plus a reorder window, is lost (our
   // DATA, a peer's DATA or our RESULT): resent at once, without waiting for
   // the RTO, which must cover scheduling stalls.
-  const uint64_t reo = cfg_.tuning.reo_min_ns ? m.reo_wnd() : 0;
-  stats_.reo_wnd_ns = reo;
-  for (uint32_t li = 0; li < m.lws.size() && reo && !failed(); ++li) {
+  // RESULTs still unread in the rx ring (the caller stopped draining to
+  // send): no loss detection of any kind until they are read.
+  if (!timers) return sent;
+  for (uint32_t li = 0; li < m.lws.size() && !failed(); ++li) {
     Impl::Logical& lw = m.lws[li];
+    const uint64_t reo = cfg_.tuning.reo_min_ns ? m.reo_wnd(lw) : 0;
+    if (li == 0) stats_.reo_wnd_ns = reo;
     for (Impl::Lane& ln : lw.lanes)
-      while (!ln.order.empty()) {
+      while (reo && !ln.order.empty()) {
         const auto [s, q] = ln.order.front();
         Impl::Slot& sl = lw.slots[s];
         if (sl.st != Impl::St::Sent || sl.send_seq != q) {
@@ -818,8 +866,8 @@ unsigned AllreduceEngine::tick(uint64_t now_ns) {
     // The tail: nothing left to send, so a lost sequence may have no later
     // one to reveal it. One probe (the newest sequence: its RESULT lets
     // RACK judge every older one) after 2 srtt without a RESULT.
-    if (cfg_.tuning.tail_probe && stats_.rtt_samples && lw.in_flight && !lw.probed &&
-        lw.sent_end >= lw.next_global && now_ns >= lw.last_progress_ns + m.pto()) {
+    if (cfg_.tuning.tail_probe && lw.rtt.samples && lw.in_flight && !lw.probed &&
+        lw.sent_end >= lw.next_global && now_ns >= lw.last_progress_ns + m.pto(lw)) {
       uint32_t newest = UINT32_MAX;
       uint64_t q = 0;
       for (uint32_t s : m.owned)
@@ -835,13 +883,14 @@ unsigned AllreduceEngine::tick(uint64_t now_ns) {
     // Timers, after rx was drained (the caller's loop): a RESULT waiting in
     // the rx ring is never mistaken for a loss.
     m.next_deadline = UINT64_MAX;
-    const bool quiet = !m.redo_all && (!got_reply_ || now_ns - last_result_ns_ > m.base_rto() / 2);
+    const bool redo_all = m.redo_all;
     m.redo_all = false;
     for (uint32_t li = 0; li < m.lws.size() && !failed(); ++li) {
       Impl::Logical& lw = m.lws[li];
+      const bool quiet = !redo_all && (!got_reply_ || now_ns - last_result_ns_ > m.base_rto(lw) / 2);
       if (!lw.in_flight) continue;
       uint32_t probe = UINT32_MAX;
-      if (quiet) {
+      {
         uint64_t oldest = UINT64_MAX;
         for (uint32_t s : m.owned)
           if (lw.slots[s].st == Impl::St::Sent && lw.slots[s].g < oldest) oldest = lw.slots[s].g, probe = s;
@@ -863,8 +912,14 @@ unsigned AllreduceEngine::tick(uint64_t now_ns) {
         // probes a chunk the others have completed (the switch answers with
         // the kept RESULT) or probe themselves, so no two workers wait on
         // each other's probes.
-        if (quiet && s != probe) {
-          m.arm(sl, now_ns, m.base_rto());
+        // Likewise a first transmission that nothing sent after it on its
+        // switch lcore has overtaken: had it been lost while the path
+        // delivers, RACK would have found it; it waits for a slow peer (or
+        // is in the tail, which the probe covers). Results flowing from a
+        // peer that is merely slow must not make every such sequence resend.
+        const bool waiting = !redo_all && sl.tries == 0 && lw.lanes[m.lane_of[s]].rack_seq < sl.send_seq;
+        if ((quiet || waiting) && s != probe) {
+          m.arm(sl, now_ns, m.base_rto(lw));
           continue;
         }
         if (sl.tries >= cfg_.tuning.max_retries) {

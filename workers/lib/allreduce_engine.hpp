@@ -84,7 +84,11 @@ struct AllreduceTuning {
   uint64_t rto_min_ns = 5'000'000;    // RTO = srtt + max(4 rttvar, this): the variance term's floor
   // RACK reorder window: max(this, min_rtt / 4), doubled per retransmission
   // found spurious (up to srtt); 0 = no loss detection by order (RTO only).
-  uint64_t reo_min_ns = 20'000;
+  // 200 µs: a peer's own recovery (its RACK, one round trip) mostly fits in
+  // it on a loaded host, so fewer of the N-1 duplicate resends of a loss
+  // (20 µs: 1.5-2x the retransmissions and up to 2x the time at 1% loss,
+  // N = 2, 16 MB, load 7-9).
+  uint64_t reo_min_ns = 200'000;
   bool tail_probe = true;             // TLP: one probe of the newest sequence after 2 srtt without a RESULT
   uint64_t pto_min_ns = 100'000;      // ... but not before this
   uint64_t rto_max_ns = 640'000'000;  // cap, also of the back-off
@@ -92,6 +96,10 @@ struct AllreduceTuning {
   unsigned max_redos = 8;             // OVERFLOW redos of one chunk before accepting the clipped result
   uint64_t reply_timeout_ns = 5'000'000'000;  // no RESULT at all since the first DATA
   unsigned burst = 32;                // DATA per logical worker per tick
+  // Two ticks further apart than this: the caller's process was descheduled
+  // (a poll loop ticks every few µs, or sleeps at most its idle sleep), and
+  // the retransmission timers pause for the gap. 0 = never.
+  uint64_t away_ns = 2'000'000;
 };
 
 // One logical worker hosted by the engine.
@@ -225,9 +233,11 @@ struct EngineStats {
   uint64_t link_downs = 0;
   uint64_t fast_retransmissions = 0; // resent because later sequences overtook them (part of the retransmissions)
   uint64_t tail_probes = 0;          // TLP probes (part of the retransmissions)
+  uint64_t away = 0;                 // ticks more than 2 ms apart (descheduled): timers paused for the gap
   uint64_t spurious = 0;             // retransmissions found unnecessary (the original completed: a resent RESULT followed)
   uint64_t reo_wnd_ns = 0;           // current RACK reorder window
   double min_rtt_ns = 0;
+  double rtt_peak_ns = 0;            // recent peak round trip (slow decay): the RTO is at least 5/4 of it
   // Completion times (first DATA -> final RESULT) of chunks: how long loss
   // recovery makes the slowest ones wait.
   uint64_t chunks_over_1ms = 0, chunks_over_5ms = 0, max_chunk_ns = 0;
@@ -251,8 +261,10 @@ class AllreduceEngine {
   // the slot's next DATA in place), or -1 (not ours / nothing to adopt).
   int on_frame(std::span<const uint8_t> frame, uint64_t now_ns);
   // Call after rx is drained: sends ready DATA (burst per logical worker)
-  // and services the retransmission timers. Returns frames sent.
-  unsigned tick(uint64_t now_ns);
+  // and services the retransmission timers. timers = false: rx is not
+  // drained yet (the loop sends between rx bursts), so only sends. Returns
+  // frames sent.
+  unsigned tick(uint64_t now_ns, bool timers = true);
   // The io saw the link go down or come back (a restarted switch: redo in-flight sequences).
   void on_link(bool up, uint64_t now_ns);
   void set_observer(ChunkObserver* o) { observer_ = o; }
