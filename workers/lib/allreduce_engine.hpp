@@ -174,8 +174,9 @@ struct AllreduceOp {
 
   // Shared by the engines of a multi-part process: the app calls
   // prepare_op() once before submitting the op to every part; with one part
-  // the engine does it itself with a state per key.
-  std::shared_ptr<TensorState> state;
+  // the engine does it itself with a state per key. Weak: the state holds
+  // its last op, which must not keep the state alive in turn.
+  std::weak_ptr<TensorState> state;
 
   // Engine-private.
   std::atomic<unsigned> parts_left{0};
