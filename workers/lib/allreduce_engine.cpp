@@ -497,7 +497,7 @@ bool AllreduceEngine::submit(const OpPtr& opp) {
   if (cfg_.parts == 1) {
     if (op.part_stats.size() < 1) op.part_stats.resize(1);
     if (op.parts_left.load() == 0) op.parts_left.store(1);
-  } else if (op.part_stats.size() != cfg_.parts || !op.state) {
+  } else if (op.part_stats.size() != cfg_.parts || !op.linked) {
     return reject("an op for a " + std::to_string(cfg_.parts) + "-part engine needs make_op(..., parts) and a state");
   }
   Impl::Logical& lw = m.lws[op.worker];
