@@ -23,6 +23,8 @@
 // out_per_pkt (frames leaving the switch per packet: replicas + unicasts).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
+
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -30,6 +32,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -162,6 +165,37 @@ Trace classic_worked_example() {
 
 // Ordinary traffic: UDP to a MAC with a static entry (plain L2 switching
 // inside the same program), 64 distinct source MACs so learning is exercised.
+// A bigger station set: kL2Stations sources (learned on the ingress port)
+// each sending to one of kL2Stations destinations with static entries on
+// port 2, in random order, so both MAC lookups of a packet land anywhere in
+// the table (3 MiB at the default 65536 entries: beyond L2), and the frames
+// (one per source, 2 KiB apart like mbufs: 32 MiB) are not in any cache when
+// their burst comes round again -- what the burst's prefetches are for.
+constexpr unsigned kL2Stations = 16384;
+agq::proto::Mac l2_station(unsigned i, bool dst) {
+  return {0x02, 0, 0, uint8_t(dst ? 0x0D : 0x05), uint8_t(i >> 8), uint8_t(i)};
+}
+template <typename Fwd>
+void add_l2_stations(Fwd& fwd) {
+  fwd.add_static_mac({0x02, 0, 0, 0, 0, 0x02}, 2);
+  for (unsigned i = 0; i < kL2Stations; ++i) fwd.add_static_mac(l2_station(i, true), 2);
+}
+Trace l2_many_trace() {
+  Trace t;
+  std::vector<uint8_t> payload(64, 0xAB);
+  std::mt19937 r(11);
+  for (unsigned i = 0; i < kL2Stations; ++i) {
+    auto sp = spec();
+    sp.src_mac = l2_station(i, false);
+    sp.dst_mac = l2_station(r() % kL2Stations, true);
+    sp.dst_port = 9000;
+    t.frames.push_back(build_udp_frame(sp, payload));
+  }
+  std::shuffle(t.frames.begin(), t.frames.end(), r);
+  t.in_place = true;
+  return t;
+}
+
 Trace l2_trace() {
   Trace t;
   std::vector<uint8_t> payload(64, 0xAB);
@@ -188,6 +222,7 @@ struct AgqShape {
   unsigned slots = 256;  // sequences in flight
   unsigned retx_every = 0;  // every k-th slot: worker 0 retransmits before and after completion
   bool unknown_job = false; // DATA of an unregistered job (the cheap drop path)
+  unsigned lanes = agq::proto::kAgqLanes;  // lane profile: 32, or 16 (Tofino 1, PROTOCOL §10)
 };
 
 const AgqShape kAgqShapes[] = {
@@ -206,6 +241,9 @@ const AgqShape kAgqShapes[] = {
     // (the kept RESULT is unicast back): 11% of the packets are resends
     {"n4_w16_retx", 4, 16, 256, 4},
     {"unknown_job", 4, 16, 256, 0, true},
+    // the 16-lane profile (84-byte header, half a row per pass)
+    {"n2_w16_l16", 2, 16, 256, 0, false, 16}, {"n4_w16_l16", 4, 16, 256, 0, false, 16},
+    {"n8_w16_l16", 8, 16, 256, 0, false, 16},
 };
 
 uint16_t agq_job_id(unsigned shape_index) { return uint16_t(100 + shape_index); }
@@ -225,6 +263,7 @@ void add_agq_jobs(agq::pipeline::agq::AgqSwitchProgram& prog) {
     j.rows = s.slots * s.width / 32;
     j.ps_port = 0;
     j.ps_ipv4 = 0x0A020264;
+    j.lanes = uint8_t(s.lanes);
     if (auto err = prog.add_job(j)) {
       std::fprintf(stderr, "bench: add_job %u: %s\n", j.job_id, err->c_str());
       std::abort();
@@ -240,7 +279,7 @@ void add_agq_jobs(agq::pipeline::agq::AgqSwitchProgram& prog) {
 Trace agq_trace(unsigned index) {
   const AgqShape& s = kAgqShapes[index];
   Trace t;
-  t.lanes = agq::proto::kAgqLanes;
+  t.lanes = s.lanes;
   t.width = s.width;
   const int g = int(agq::pipeline::agq::guard_bits(s.workers));
   const int b = int(s.width) - g;
@@ -256,10 +295,11 @@ Trace agq_trace(unsigned index) {
     a.slot = uint16_t(slot);
     a.seq = v * s.slots + slot;
     a.req_width = uint8_t(s.width);
+    a.n_lanes = uint8_t(s.lanes);
     for (auto& x : a.lanes) x = b >= 32 ? rng()() : rng()() & ((1u << b) - 1);
     uint8_t payload[agq::proto::Agq::kLen];
     a.encode(payload);
-    t.frames.push_back(build_udp_frame(sp, payload));
+    t.frames.push_back(build_udp_frame(sp, std::span<const uint8_t>(payload, size_t(a.len()))));
   };
   const bool retx = s.retx_every != 0;
   for (unsigned v = 0; v < 2; ++v) {
@@ -327,13 +367,13 @@ std::vector<PipelineUnderTest> pipelines() {
   auto classic_fast = [](agq::tna::ReplicationEngine& pre) -> std::unique_ptr<agq::tna::Program> {
     agq::pipeline::classic::ClassicConfig cfg{0, {1, 2}, 35000};
     auto p = std::make_unique<agq::pipeline::classic::ClassicProgram>(cfg, agq::pipeline::ForwardingConfig{}, pre);
-    p->forwarding().add_static_mac({0x02, 0, 0, 0, 0, 0x02}, 2);
+    add_l2_stations(p->forwarding());
     return p;
   };
   auto classic_ref = [](agq::tna::ReplicationEngine& pre) -> std::unique_ptr<agq::tna::Program> {
     agq::pipeline::classic::ClassicConfig cfg{0, {1, 2}, 35000};
     auto p = std::make_unique<agq::pipeline::reference::ClassicReference>(cfg, agq::pipeline::ForwardingConfig{}, pre);
-    p->forwarding().add_static_mac({0x02, 0, 0, 0, 0, 0x02}, 2);
+    add_l2_stations(p->forwarding());
     return p;
   };
   auto null_program = [](agq::tna::ReplicationEngine&) -> std::unique_ptr<agq::tna::Program> {
@@ -376,7 +416,7 @@ std::vector<PipelineUnderTest> pipelines() {
       auto p = std::make_unique<agq::pipeline::agq::fast::AgqFastProgram>(agq::pipeline::agq::AgqConfig{},
                                                                           agq::pipeline::ForwardingConfig{}, pre);
       p->set_simd(simd);
-      p->forwarding().add_static_mac({0x02, 0, 0, 0, 0, 0x02}, 2);
+      add_l2_stations(p->forwarding());
       add_agq_jobs(*p);
       return p;
     };
@@ -386,7 +426,7 @@ std::vector<PipelineUnderTest> pipelines() {
                [](agq::tna::ReplicationEngine& pre) -> std::unique_ptr<agq::tna::Program> {
                  auto p = std::make_unique<agq::pipeline::agq::AgqProgram>(agq::pipeline::agq::AgqConfig{},
                                                                           agq::pipeline::ForwardingConfig{}, pre);
-                 p->forwarding().add_static_mac({0x02, 0, 0, 0, 0, 0x02}, 2);
+                 add_l2_stations(p->forwarding());
                  add_agq_jobs(*p);
                  return p;
                },
@@ -537,8 +577,7 @@ void run_trace_burst(benchmark::State& state, const PipelineUnderTest& pu, const
       }
     }
     benchmark::ClobberMemory();
-    i += kBurst;
-    if (i >= n) i -= n;
+    i = (i + kBurst) % n;  // (a trace may be shorter than a burst)
   }
   if (in_place)
     for (size_t j = 0; j < n; ++j)
@@ -652,7 +691,10 @@ void register_pipeline_benchmarks() {
   static const std::vector<PipelineUnderTest> list = pipelines();
   for (const auto& pu : list) {
     std::vector<NamedTrace> traces = pu.traces();
-    if (pu.name.rfind("agq_fast_", 0) != 0) traces.push_back({"l2_forward", l2_trace()});
+    if (pu.name.rfind("agq_fast_", 0) != 0) {
+      traces.push_back({"l2_forward", l2_trace()});
+      traces.push_back({"l2_16k_stations", l2_many_trace()});
+    }
     for (auto& nt : traces)
       benchmark::RegisterBenchmark(("Pipeline/" + pu.name + "/" + nt.name).c_str(),
                                    [&pu, t = std::move(nt.trace)](benchmark::State& st) {
@@ -691,26 +733,29 @@ class SideBySideReporter : public benchmark::ConsoleReporter {
   // reference, and the harness alone, all on the same frames in this run.
   // "program" = row - harness, printed beside the row, never instead of it.
   void print_l2() const {
-    const double* harness = find("Pipeline/null_burst/l2_forward");
-    const double* ref = find("Pipeline/classic_ref_burst/l2_forward");
+    print_l2("l2_forward", "64 stations -> a static MAC");
+    print_l2("l2_16k_stations", "16384 stations -> 16384 static MACs, random, 32 MiB of frames");
+  }
+  void print_l2(const std::string& trace, const char* what) const {
+    const double* harness = find("Pipeline/null_burst/" + trace);
+    const double* ref = find("Pipeline/classic_ref_burst/" + trace);
     struct Row {
       const char* label;
       const char* bench;
     };
     const Row rows[] = {
-        {"classic (fast Forwarding)", "Pipeline/classic_burst/l2_forward"},
-        {"agq_fast (fast Forwarding)", "Pipeline/agq_fast/l2_forward"},
-        {"agq model (parse, Headers)", "Pipeline/agq/l2_forward"},
-        {"reference (ForwardingReference)", "Pipeline/classic_ref_burst/l2_forward"},
+        {"classic (fast Forwarding)", "Pipeline/classic_burst/"},
+        {"agq_fast (fast Forwarding)", "Pipeline/agq_fast/"},
+        {"agq model (parse, Headers)", "Pipeline/agq/"},
+        {"reference (ForwardingReference)", "Pipeline/classic_ref_burst/"},
     };
     bool header = false;
     for (const Row& r : rows) {
-      const double* v = find(r.bench);
+      const double* v = find(r.bench + trace);
       if (!v) continue;
       if (!header) {
-        std::printf("\nplain L2 forwarding (l2_forward: 64 stations -> a static MAC; bursts of %u, frames in place),"
-                    " ns/packet\n",
-                    kBurst);
+        std::printf("\nplain L2 forwarding (%s: %s; bursts of %u, frames in place), ns/packet\n", trace.c_str(),
+                    what, kBurst);
         std::printf("%-32s %9s %9s %9s\n", "program", "row", "-harness", "ref/row");
         if (harness) std::printf("%-32s %9.1f\n", "harness alone (null_burst)", *harness);
         header = true;
