@@ -270,7 +270,7 @@ class Bench:
                 f"--benchmark_repetitions={reps}", "--benchmark_report_aggregates_only=true",
                 f"--benchmark_out={out}", "--benchmark_out_format=json"]
         p = self.procs.start("bench_pipeline", argv)
-        self.procs.wait(p, 600)
+        self.procs.wait(p, 1200)  # ~100 rows x reps; a loaded 2-vCPU machine stretches each
         data = json.loads(out.read_text())
         rows = {}
         for b in data["benchmarks"]:
