@@ -427,33 +427,17 @@ class Bench:
         wait_for(lambda: all((self.work / f"m{i}.sock").exists() for i in range(2)), 15)
         return p
 
-    def gen_zero_copy(self) -> bool:
-        """A zero-copy memif client needs hugepages (and single-file
-        segments): then the generator copies nothing and cannot be the
-        bottleneck. Used when 256 free 2 MiB pages exist (e.g. after
-        `dpdk-hugepages.py -p 2M --setup 1G`); otherwise copy mode."""
-        if not hasattr(self, "_zc"):
-            try:
-                free = int(Path("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages").read_text())
-            except (OSError, ValueError):
-                free = 0
-            self._zc = free >= 256 and os.path.ismount("/dev/hugepages")
-        return self._zc
-
     def gen(self, traffic: str, seconds: float, rate: float = 0.0) -> dict | None:
         """Throughput runs (rate 0) send prebuilt frames (bench_gen --reuse:
-        no per-packet allocation, copy or stamp; zero-copy memif when
-        hugepages allow), so the generator outruns the device under test:
-        its tx_refused (frames the DUT's full rings refused) shows it.
-        Latency runs (paced) build and stamp every frame."""
+        no per-packet allocation, copy or stamp; only the memif copies), so
+        the generator outruns the device under test: its tx_refused (frames
+        the DUT's full rings refused) shows it. Latency runs (paced) build
+        and stamp every frame. (A zero-copy memif client would copy even
+        less, but needs hugepages on both sides: a --no-huge server cannot
+        map its regions, "mmap failed: No such device".)"""
         vdevs = self.memif_vdevs("client")
         argv = eal(self.procs.prefix("g"), ["-l", "1"], vdevs, 512)
-        extra = []
-        if rate == 0:
-            extra = ["--reuse"]
-            if self.gen_zero_copy():
-                argv = ["-m", "256", "--in-memory", "--single-file-segments", "--no-pci", "-l", "1",
-                        "--log-level=warning", "--no-telemetry", *[f"--vdev={v},zero-copy=yes" for v in vdevs]]
+        extra = ["--reuse"] if rate == 0 else []
         p = self.procs.start("gen", [self.bin["gen"], *argv, "--",
                                      *self.gen_traffic(traffic), "--seconds", seconds, "--warmup", 1 if rate == 0 else 0.5,
                                      "--rate-mpps", f"{rate:.4f}", *extra])
@@ -484,7 +468,12 @@ class Bench:
                     p = self.start_dut(dut, f"{dut}_memif_{pipeline}", pipeline)
                     for t in ts:
                         self.progress(f"throughput memif: rep {r + 1}/{reps} {t} {dut}")
+                        sel = switch_lcore if dut == "switch" else testpmd_lcore
+                        t0, c0 = time.monotonic(), thread_cpu_ns(p.pid, sel)
                         g = self.gen(t, secs)
+                        t1, c1 = time.monotonic(), thread_cpu_ns(p.pid, sel)
+                        # The DUT busy-polls the whole time: its CPU share over the run.
+                        res[t][dut + "_cpu"] = (c1 - c0) / 1e9 / (t1 - t0) if c0 and c1 and c1 > c0 else None
                         res[t][dut] = g["tx_mpps"] if g else None
                         res[t][dut + "_delivered"] = g["rx_mpps"] if g else None
                         # Share of the generator's frames the DUT's rings refused:
@@ -518,8 +507,7 @@ class Bench:
                                         **{k: median([x[k] for x in xs]) for k in ("p50_ns", "p99_ns", "p999_ns")}})
         return {"seconds_per_run": secs, "reps": reps, "runs": runs, "summary": summarize(runs),
                 "latency_runs": lat, "latency": lat_sum,
-                "generator": ("bench_gen --reuse, zero-copy memif client (hugepages)" if self.gen_zero_copy()
-                              else "bench_gen --reuse, copy-mode memif client (no hugepages)")}
+                "generator": "bench_gen --reuse (prebuilt frames, refcount; copy-mode memif client)"}
 
     # ---- end to end: agq-worker through agq-switch vs MPI_Allreduce --------
     def e2e_one(self, n: int, mbytes: int) -> dict | None:

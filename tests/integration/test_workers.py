@@ -3,12 +3,11 @@ results exact with hundreds of slots in flight, 2 and 4 workers, a worker
 SIGKILLed mid-run and replaced by a --join worker, and the diagnostics when
 there is no switch or no PS. Every process is stopped by the `procs`
 fixture, also on failure."""
-import os
 import json
 import signal
 import time
 
-from harness import agqctl, binary, eal_args, memif_vdev, wait_for
+from harness import agqctl, binary, eal_args, memif_vdev, unique_prefix, wait_for
 
 CONFIG = """[switch]
 pipeline = "classic"
@@ -21,7 +20,7 @@ worker_ports = [1, 2]
 class Setup:
     def __init__(self, procs, tmp_path):
         self.procs, self.tmp = procs, tmp_path
-        self.tag = f"wk{os.getpid()}{tmp_path.name[-12:]}"  # pid: concurrent sessions never share an EAL prefix
+        self.tag = unique_prefix("wk")  # per process: concurrent sessions never share an EAL prefix
         self.socks = [tmp_path / f"m{i}.sock" for i in range(3)]
         self.ctl = tmp_path / "ctl.sock"
 
