@@ -4,7 +4,7 @@
 //
 //   bench_gen [EAL] -- --traffic l2|classic|agq [--seconds S] [--warmup S]
 //                      [--rate-mpps R] [--burst N] [--window N] [--workers N]
-//                      [--width BITS] [--rows R] [--queues Q]
+//                      [--width BITS] [--rows R] [--queues Q] [--no-rx] [--reuse]
 //   bench_gen --write-pcap FILE --traffic l2|classic|agq [--stream K]
 //             [--shard-mod M --shard-rem K] ...                              (no EAL)
 //
@@ -21,7 +21,17 @@
 // the port takes them, or paced to R Mpps), receives on every port, and
 // prints one JSON line: packets the port accepted per second (the device
 // under test's input rate once it is the bottleneck), packets received back,
-// and the latency distribution of the packets that came back.
+// and the latency distribution of the packets that came back. --no-rx never
+// polls the rx queues: the device's tx toward this process then finds its
+// memif rings full (the switch's tx-drop test).
+//
+// --reuse (throughput runs): every frame of the cycle is built once into its
+// own mbuf, and sending it is a reference-count increment (the memif PMD
+// copies the bytes into its ring and drops that reference); received frames
+// are counted and freed in bulk without being read. No allocation, copy or
+// stamp per packet: the generator's own cost per packet is the memif copies,
+// so it can outrun the device under test (with a zero-copy memif client --
+// zero-copy=yes, hugepages -- not even those). No latency samples then.
 //
 // Latency: every frame carries a magic word and the TSC at tx (written just
 // before rte_eth_tx_burst) in bytes the device under test leaves alone (UDP
@@ -90,6 +100,8 @@ struct Opts {
   unsigned rows = 0;    // agq: the job's row quota; 0 = window * width / 32
   unsigned queues = 1;  // memif rings per port; shard k leaves on ring k % queues
   unsigned shard_mod = 0, shard_rem = 0;  // --write-pcap: keep shard % mod == rem
+  bool no_rx = false;   // never receive: the device under test's tx toward us fills and must drop
+  bool reuse = false;   // throughput only: prebuilt mbufs sent again and again (no alloc, no copy, no stamp)
   size_t max_samples = 4u << 20;
 };
 
@@ -248,6 +260,8 @@ bool parse_args(int argc, char** argv, Opts& o) {
     else if (a == "--queues") o.queues = unsigned(std::atoi(next()));
     else if (a == "--shard-mod") o.shard_mod = unsigned(std::atoi(next()));
     else if (a == "--shard-rem") o.shard_rem = unsigned(std::atoi(next()));
+    else if (a == "--no-rx") o.no_rx = true;
+    else if (a == "--reuse") o.reuse = true;
     else {
       std::fprintf(stderr, "bench_gen: unknown option %s\n", a.c_str());
       return false;
@@ -277,20 +291,33 @@ double percentile(std::vector<uint64_t>& v, double q) {
 }
 
 int run(const Opts& o) {
+  std::vector<uint32_t> shards;
+  const std::vector<Frame> frames = make_frames(o, &shards);
+  if (frames.empty()) {
+    std::fprintf(stderr, "bench_gen: no frames (check --shard-mod/--shard-rem)\n");
+    return 2;
+  }
   agq::dataplane::PortOptions popt;
   popt.lcores = 1;
   popt.burst = uint16_t(o.burst);
   popt.with_clone_pool = false;
   popt.cancel = &g_stop;
   popt.memif_queues = uint16_t(o.queues);
+  popt.extra_mbufs = o.reuse ? unsigned(frames.size()) : 0;  // the prebuilt frames
   agq::dataplane::Ports ports(popt);
   const uint16_t nports = ports.count();
-
-  std::vector<uint32_t> shards;
-  const std::vector<Frame> frames = make_frames(o, &shards);
-  if (frames.empty()) {
-    std::fprintf(stderr, "bench_gen: no frames (check --shard-mod/--shard-rem)\n");
-    return 2;
+  // --reuse: one mbuf per frame of the cycle, held (refcount >= 1) for the run.
+  std::vector<rte_mbuf*> prebuilt;
+  if (o.reuse) {
+    prebuilt.resize(frames.size());
+    if (rte_pktmbuf_alloc_bulk(ports.pool(), prebuilt.data(), unsigned(prebuilt.size())) != 0) {
+      std::fprintf(stderr, "bench_gen: no mbufs for %zu prebuilt frames (raise EAL -m)\n", prebuilt.size());
+      return 1;
+    }
+    for (size_t i = 0; i < frames.size(); ++i) {
+      auto* d = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(prebuilt[i], uint16_t(frames[i].size())));
+      std::memcpy(d, frames[i].data(), frames[i].size());
+    }
   }
   // The tx queue of every frame: its shard's ring (shard-less traffic: 0).
   const uint16_t txq_n = ports.info(0).tx_queues;
@@ -328,7 +355,14 @@ int run(const Opts& o) {
       const double allowed = double(now - t_start) * pkts_per_tsc - double(sent);
       want = allowed < 1 ? 0 : unsigned(std::min<double>(allowed, o.burst));
     }
-    if (want && rte_pktmbuf_alloc_bulk(ports.pool(), tx, want) == 0) {
+    if (want && o.reuse) {
+      for (unsigned i = 0; i < want; ++i) {
+        tx[i] = prebuilt[next_frame];
+        txq[i] = frame_q[next_frame];
+        rte_mbuf_refcnt_update(tx[i], 1);  // the PMD's free takes this reference back
+        if (++next_frame == frames.size()) next_frame = 0;
+      }
+    } else if (want && rte_pktmbuf_alloc_bulk(ports.pool(), tx, want) == 0) {
       for (unsigned i = 0; i < want; ++i) {
         const Frame& f = frames[next_frame];
         txq[i] = frame_q[next_frame];
@@ -344,6 +378,10 @@ int run(const Opts& o) {
         if (agq_traffic) std::memcpy(d + kAgqSeqOff, &stamp32, 4);
         else std::memcpy(d + stamp_off + 8, &stamp, 8);
       }
+    } else {
+      want = 0;  // pool empty: try again next round
+    }
+    if (want) {
       if (txq_n == 1) {
         const uint16_t ok = rte_eth_tx_burst(0, 0, tx, uint16_t(want));
         // Unsent frames go back to the pool and the cycle position rewinds, so
@@ -370,10 +408,15 @@ int run(const Opts& o) {
         }
       }
     }
-    for (uint16_t p = 0; p < nports; ++p)
+    for (uint16_t p = 0; p < nports && !o.no_rx; ++p)
     for (uint16_t q = 0; q < ports.info(p).rx_queues; ++q) {
       const uint16_t n = rte_eth_rx_burst(p, q, rx, 64);
       if (!n) continue;
+      if (o.reuse) {  // throughput only: count, do not read
+        if (measuring) rcvd_meas += n;
+        rte_pktmbuf_free_bulk(rx, n);
+        continue;
+      }
       const uint64_t t_rx = rte_rdtsc();
       for (uint16_t i = 0; i < n; ++i) {
         const uint8_t* d = rte_pktmbuf_mtod(rx[i], const uint8_t*);
@@ -405,6 +448,7 @@ int run(const Opts& o) {
       rte_pktmbuf_free_bulk(rx, n);
     }
   }
+  rte_pktmbuf_free_bulk(prebuilt.data(), unsigned(prebuilt.size()));
   sent_meas = sent - sent_at_meas;
   const double secs = o.seconds;
   std::printf(

@@ -163,6 +163,37 @@ def json_lines(text: str) -> list[dict]:
     return out
 
 
+def thread_cpu_ns(pid: int, select) -> int | None:
+    """CPU time (ns, /proc schedstat) of the threads of pid that
+    select(pid, tid, name) picks; None when the process is gone."""
+    total, found = 0, False
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return None
+    for tid in tids:
+        try:
+            name = Path(f"/proc/{pid}/task/{tid}/comm").read_text().strip()
+            if select(pid, int(tid), name):
+                total += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
+                found = True
+        except (OSError, ValueError, IndexError):
+            pass
+    return total if found else None
+
+
+def switch_lcore(pid: int, tid: int, name: str) -> bool:
+    """agq-switch's dataplane lcores: the main thread (the main lcore) and
+    EAL's worker lcores (rte-worker-N in DPDK 22.11, lcore-worker-N in later
+    releases); its control and stats threads are not lcores."""
+    return tid == pid or name.startswith(("rte-worker", "lcore-worker"))
+
+
+def testpmd_lcore(pid: int, tid: int, name: str) -> bool:
+    """testpmd's forwarding lcores (its main lcore only prints statistics)."""
+    return name.startswith(("rte-worker", "lcore-worker"))
+
+
 def wait_for(pred, timeout: float, interval: float = 0.05) -> bool:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -221,8 +252,14 @@ class Bench:
             "pipeline": build / "bench" / "bench_pipeline",
             "gen": build / "bench" / "bench_gen",
             "mpi": build / "bench" / "bench_mpi_allreduce",
+            "stages": build / "bench" / "bench_worker_stages",
         }
         self.testpmd = shutil.which("dpdk-testpmd")
+        # agq workers' memif rings: 2^11 descriptors. N = 8 puts 4 logical
+        # workers x 256 slots = 1024 RESULTs in flight towards one process,
+        # exactly the default ring (2^10): a descheduled worker then loses
+        # RESULTs in the switch's tx (dp.tx_dropped) at "0 % loss".
+        self.rsize = os.environ.get("AGQ_MEMIF_RSIZE", ",rsize=11")
 
     # ---- pipeline cost (Google Benchmark) --------------------------------
     def pipeline_cost(self) -> dict:
@@ -233,7 +270,7 @@ class Bench:
                 f"--benchmark_repetitions={reps}", "--benchmark_report_aggregates_only=true",
                 f"--benchmark_out={out}", "--benchmark_out_format=json"]
         p = self.procs.start("bench_pipeline", argv)
-        self.procs.wait(p, 600)
+        self.procs.wait(p, 1200)  # ~100 rows x reps; a loaded 2-vCPU machine stretches each
         data = json.loads(out.read_text())
         rows = {}
         for b in data["benchmarks"]:
@@ -306,20 +343,30 @@ class Bench:
         # Packets that reached a program: rx minus those a full hand-off ring
         # dropped (the replay is not flow-controlled, so an overloaded owner
         # lcore would otherwise count as throughput).
-        rates = self.sample(p, r"stats: rx [\d.]+ Mpps  processed ([\d.]+) Mpps", seconds)
+        rates = self.sample(p, r"stats: rx [\d.]+ Mpps  processed ([\d.]+) Mpps", seconds,
+                            lcore_threads=switch_lcore)
         return median(rates) if rates else None
 
-    def sample(self, p, pattern: str, seconds: float, split: str | None = None) -> list[float]:
+    def sample(self, p, pattern: str, seconds: float, split: str | None = None,
+               lcore_threads=None) -> list[float]:
         """Per-second rates from a running process's log: waits for the first
         report (start-up takes a while), then `seconds` more; the first
-        report (a partial second) is dropped."""
+        report (a partial second) is dropped. With lcore_threads (a
+        predicate on (pid, tid, thread name)), self.last_cpu is set to the
+        CPU those threads got over the same window, in vCPUs (1.0 = one
+        vCPU all the time): on a shared machine a busy-polling lcore gets
+        less than a whole vCPU, and rate / CPU is what one lcore does per
+        second of CPU it actually had."""
         def reports():
             text = output(p)
             if split:
                 return [sum(int(x) for x in re.findall(pattern, b)) / 1e6 for b in text.split(split)[1:]]
             return [float(m.group(1)) for m in re.finditer(pattern, text)]
         wait_for(lambda: len(reports()) >= 1 or p.poll() is not None, 30, 0.1)
+        t0, c0 = time.monotonic(), thread_cpu_ns(p.pid, lcore_threads) if lcore_threads else None
         wait_for(lambda: len(reports()) >= 2 + seconds or p.poll() is not None, seconds + 5, 0.1)
+        t1, c1 = time.monotonic(), thread_cpu_ns(p.pid, lcore_threads) if lcore_threads else None
+        self.last_cpu = (c1 - c0) / 1e9 / (t1 - t0) if c0 is not None and c1 is not None and c1 > c0 else None
         self.procs.stop(p)
         return reports()[1:]
 
@@ -334,7 +381,7 @@ class Bench:
                               "--forward-mode=io", "--stats-period", "1", "--total-num-mbufs=16384",
                               "--portlist=0,2,1,3", f"--nb-cores={lcores}", f"--rxq={nq}", f"--txq={nq}"])
         # A stats block is the sum of Rx-pps over the ports.
-        rates = self.sample(p, r"Rx-pps:\s+(\d+)", seconds, split="Port statistics")
+        rates = self.sample(p, r"Rx-pps:\s+(\d+)", seconds, split="Port statistics", lcore_threads=testpmd_lcore)
         return median(rates) if rates else None
 
     def pcap_throughput(self) -> dict:
@@ -351,7 +398,9 @@ class Bench:
                     for dut in order:
                         self.progress(f"throughput pcap: rep {r + 1}/{reps} {traffic} lcores={mode} {dut}")
                         fn = self.run_pcap_switch if dut == "switch" else self.run_pcap_testpmd
+                        self.last_cpu = None
                         res[dut] = fn(traffic, mode, pcaps, seconds)
+                        res[dut + "_cpu"] = self.last_cpu
                     runs.append({"rep": r, "traffic": traffic, "lcores": mode, **res})
         return {"seconds_per_run": seconds, "reps": reps, "runs": runs, "summary": summarize(runs),
                 "scaling": scaling(runs)}
@@ -379,10 +428,19 @@ class Bench:
         return p
 
     def gen(self, traffic: str, seconds: float, rate: float = 0.0) -> dict | None:
+        """Throughput runs (rate 0) send prebuilt frames (bench_gen --reuse:
+        no per-packet allocation, copy or stamp; only the memif copies), so
+        the generator outruns the device under test: its tx_refused (frames
+        the DUT's full rings refused) shows it. Latency runs (paced) build
+        and stamp every frame. (A zero-copy memif client would copy even
+        less, but needs hugepages on both sides: a --no-huge server cannot
+        map its regions, "mmap failed: No such device".)"""
         vdevs = self.memif_vdevs("client")
-        p = self.procs.start("gen", [self.bin["gen"], *eal(self.procs.prefix("g"), ["-l", "1"], vdevs, 512), "--",
+        argv = eal(self.procs.prefix("g"), ["-l", "1"], vdevs, 512)
+        extra = ["--reuse"] if rate == 0 else []
+        p = self.procs.start("gen", [self.bin["gen"], *argv, "--",
                                      *self.gen_traffic(traffic), "--seconds", seconds, "--warmup", 1 if rate == 0 else 0.5,
-                                     "--rate-mpps", f"{rate:.4f}"])
+                                     "--rate-mpps", f"{rate:.4f}", *extra])
         self.procs.wait(p, seconds + 30)
         js = json_lines(output(p))
         return js[-1] if js else None
@@ -410,9 +468,18 @@ class Bench:
                     p = self.start_dut(dut, f"{dut}_memif_{pipeline}", pipeline)
                     for t in ts:
                         self.progress(f"throughput memif: rep {r + 1}/{reps} {t} {dut}")
+                        sel = switch_lcore if dut == "switch" else testpmd_lcore
+                        t0, c0 = time.monotonic(), thread_cpu_ns(p.pid, sel)
                         g = self.gen(t, secs)
+                        t1, c1 = time.monotonic(), thread_cpu_ns(p.pid, sel)
+                        # The DUT busy-polls the whole time: its CPU share over the run.
+                        res[t][dut + "_cpu"] = (c1 - c0) / 1e9 / (t1 - t0) if c0 and c1 and c1 > c0 else None
                         res[t][dut] = g["tx_mpps"] if g else None
                         res[t][dut + "_delivered"] = g["rx_mpps"] if g else None
+                        # Share of the generator's frames the DUT's rings refused:
+                        # > 0 means the DUT, not the generator, set the rate.
+                        res[t][dut + "_refused"] = (g["tx_refused"] / (g["tx_refused"] + g["tx_pkts"])
+                                                    if g and g["tx_refused"] + g["tx_pkts"] else None)
                         if dut == "switch" and g:
                             switch_cap[t] = g["tx_mpps"]
                     for t in ts:
@@ -439,7 +506,8 @@ class Bench:
                                         "rate_mpps": median([x["rate_mpps"] for x in xs]),
                                         **{k: median([x[k] for x in xs]) for k in ("p50_ns", "p99_ns", "p999_ns")}})
         return {"seconds_per_run": secs, "reps": reps, "runs": runs, "summary": summarize(runs),
-                "latency_runs": lat, "latency": lat_sum}
+                "latency_runs": lat, "latency": lat_sum,
+                "generator": "bench_gen --reuse (prebuilt frames, refcount; copy-mode memif client)"}
 
     # ---- end to end: agq-worker through agq-switch vs MPI_Allreduce --------
     def e2e_one(self, n: int, mbytes: int) -> dict | None:
@@ -524,7 +592,7 @@ class Bench:
                 "--verify", verify]
 
         def proc(name, sock, extra):
-            v = f"net_memif0,role=client,id=0,socket={self.work}/m{sock}.sock,socket-abstract=no"
+            v = f"net_memif0,role=client,id=0,socket={self.work}/m{sock}.sock,socket-abstract=no{self.rsize}"
             return self.procs.start(name, [self.bin["worker"], *eal(self.procs.prefix(name), ["-l", "1"], [v], 256),
                                            "--", *extra, *args])
 
@@ -546,6 +614,11 @@ class Bench:
                 "seconds": secs, "elements_per_s": elements / secs,
                 "goodput_gbps": elements * 32 / secs / 1e9,
                 "retransmissions": sum(w["retransmissions"] for w in wj),
+                # DATA sent by the workers (first transmissions + retransmissions)
+                "data_sent": sum(w["counters"]["tx_pkts"] for w in wj),
+                "fast_retransmissions": sum(w["engine"].get("fast_retransmissions", 0) for w in wj),
+                "tail_probes": sum(w["engine"].get("tail_probes", 0) for w in wj),
+                "spurious_retransmissions": sum(w["engine"].get("spurious_retransmissions", 0) for w in wj),
                 "mismatches": sum(w["mismatches"] for w in wj),
                 "avg_granted_bits": wj[0]["memory"]["avg_granted_bits"],
                 "memory_saving_x": wj[0]["memory"]["saving_x"],
@@ -570,9 +643,24 @@ class Bench:
                 "goodput_gbps": j["elements"] * 32 / j["seconds_median"] / 1e9 if j["seconds_median"] else None,
                 "wrong_elements": j["wrong_elements"]}
 
+    def worker_stages(self) -> list[dict]:
+        """The worker's own per-element costs (bench_worker_stages: encode,
+        decode, verify of a checked chunk, the engine without I/O)."""
+        if not self.bin["stages"].exists():
+            return []
+        self.progress("end to end: worker stage costs (bench_worker_stages)")
+        out = self.work / "stages.json"
+        subprocess.run([self.bin["stages"], "--benchmark_min_time=0.2", f"--benchmark_out={out}",
+                        "--benchmark_out_format=json"], capture_output=True, timeout=300)
+        if not out.exists():
+            return []
+        return [{"name": b["name"], "ns_per_elem": b.get("ns_per_elem")}
+                for b in json.loads(out.read_text()).get("benchmarks", [])]
+
     def e2e(self) -> dict:
+        stages = self.worker_stages()
         if self.quick:
-            plan = {2: [1, 4], 4: [1, 4], 8: [1]}
+            plan = {2: [1, 4, 16], 4: [1, 4], 8: [1, 4]}
             budget = 20.0
         else:
             plan = {2: [1, 16, 64, 256], 4: [1, 16, 64, 256], 8: [1, 16, 64, 256]}
@@ -608,9 +696,12 @@ class Bench:
                         if r:
                             agqp.append(r)
                             agq_rate = r.get("elements_per_s") if r.get("status") == "ok" else None
-                        if r and mb == sizes[0]:
-                            # beside it: every result verified, and 1% loss on every port and direction
-                            for v, loss in (("all", 0.0), ("sample:64", 0.01)):
+                        if r:
+                            # beside it: 1% loss on every port and direction (every size: the
+                            # loss/loss-free time ratio is the figure), and for the first size
+                            # every result verified
+                            beside = [("sample:64", 0.01)] + ([("all", 0.0)] if mb == sizes[0] else [])
+                            for v, loss in beside:
                                 self.progress(f"end to end: agq N={n} {mb} MB --verify {v} loss {loss}")
                                 x = self.e2e_agq_one(n, mb, v, loss)
                                 if x:
@@ -620,7 +711,7 @@ class Bench:
                 if m:
                     mpi.append(m)
         return {"agq": agq, "agq_pipeline": agqp, "mpi": mpi, "skipped": skipped, "time_budget_s": budget,
-                "workers_built": have_workers}
+                "workers_built": have_workers, "worker_stages": stages}
 
 
 def n_lcores(lc) -> int:
@@ -628,26 +719,45 @@ def n_lcores(lc) -> int:
     return PCAP_MODES.get(lc, lc) if isinstance(lc, str) else lc
 
 
+def per_cpu(x: dict, dut: str):
+    """Mpps per vCPU-second the DUT's forwarding lcores actually got."""
+    r, c = x.get(dut), x.get(dut + "_cpu")
+    return r / c if r and c else None
+
+
 def scaling(runs: list[dict]) -> list[dict]:
     """2 lcores / 1 lcore of the switch, per rep (same rep = same machine
-    state), then the median (min-max), per traffic and 2-lcore mode."""
+    state), then the median (min-max), per traffic and 2-lcore mode; the
+    same for testpmd (its own ceiling on these ports and this machine),
+    and the switch's ratio of Mpps per vCPU-second (2 lcores / 1 lcore; 1.0
+    = each lcore does as much per second of CPU as a lone one: linear)."""
     out = []
     for t in TRAFFICS:
         for mode in ("2 steered", "2 hand-off"):
-            xs = []
+            xs, tps, eff = [], [], []
             for r in {x["rep"] for x in runs}:
-                one = next((x.get("switch") for x in runs if x["rep"] == r and x["traffic"] == t and x["lcores"] == "1"), None)
-                two = next((x.get("switch") for x in runs if x["rep"] == r and x["traffic"] == t and x["lcores"] == mode), None)
-                if one and two:
-                    xs.append(two / one)
+                one = next((x for x in runs if x["rep"] == r and x["traffic"] == t and x["lcores"] == "1"), None)
+                two = next((x for x in runs if x["rep"] == r and x["traffic"] == t and x["lcores"] == mode), None)
+                if not one or not two:
+                    continue
+                if one.get("switch") and two.get("switch"):
+                    xs.append(two["switch"] / one["switch"])
+                if one.get("testpmd") and two.get("testpmd"):
+                    tps.append(two["testpmd"] / one["testpmd"])
+                if per_cpu(one, "switch") and per_cpu(two, "switch"):
+                    eff.append(per_cpu(two, "switch") / per_cpu(one, "switch"))
             if xs:
                 out.append({"traffic": t, "mode": mode, "ratio_median": median(xs), "ratio_min": min(xs),
-                            "ratio_max": max(xs)})
+                            "ratio_max": max(xs), "testpmd_ratio_median": median(tps),
+                            "per_cpu_ratio_median": median(eff),
+                            "per_cpu_ratio_min": min(eff) if eff else None,
+                            "per_cpu_ratio_max": max(eff) if eff else None})
     return out
 
 
 def summarize(runs: list[dict]) -> list[dict]:
-    """Median per (traffic, lcores) of each DUT and of the per-rep ratio."""
+    """Median per (traffic, lcores) of each DUT and of the per-rep ratio,
+    plus the CPU each DUT's lcores got and the ratio of Mpps per vCPU-second."""
     out = []
     keys = sorted({(r["traffic"], r["lcores"]) for r in runs}, key=lambda k: (TRAFFICS.index(k[0]), str(k[1])))
     for t, lc in keys:
@@ -655,9 +765,18 @@ def summarize(runs: list[dict]) -> list[dict]:
         sw = median([r.get("switch") for r in rs])
         tp = median([r.get("testpmd") for r in rs])
         ratios = [r["switch"] / r["testpmd"] for r in rs if r.get("switch") and r.get("testpmd")]
+        cpu_ratios = [per_cpu(r, "switch") / per_cpu(r, "testpmd") for r in rs
+                      if per_cpu(r, "switch") and per_cpu(r, "testpmd")]
         out.append({"traffic": t, "lcores": lc, "switch_mpps": sw, "testpmd_mpps": tp,
                     "ratio_median": median(ratios), "ratio_min": min(ratios) if ratios else None,
                     "ratio_max": max(ratios) if ratios else None,
+                    "switch_cpu": median([r.get("switch_cpu") for r in rs]),
+                    "testpmd_cpu": median([r.get("testpmd_cpu") for r in rs]),
+                    "cpu_ratio_median": median(cpu_ratios),
+                    "cpu_ratio_min": min(cpu_ratios) if cpu_ratios else None,
+                    "cpu_ratio_max": max(cpu_ratios) if cpu_ratios else None,
+                    "switch_refused": median([r.get("switch_refused") for r in rs]),
+                    "testpmd_refused": median([r.get("testpmd_refused") for r in rs]),
                     "switch_mpps_per_lcore": sw / n_lcores(lc) if sw else None,
                     "frame_bytes": FRAME_BYTES[t],
                     "switch_gbps": sw * FRAME_BYTES[t] * 8 / 1e3 if sw else None})
@@ -741,23 +860,44 @@ def markdown(res: dict) -> str:
               f"Median of {r['reps']} interleaved runs of {r['seconds_per_run']} s each. Mpps = packets the "
               "device under test received per second (input side). Ratio = agq-switch / dpdk-testpmd io on "
               "the same ports, per run, then the median (min–max).", "",
+              "vCPU = CPU time the forwarding lcores got per second of the run (busy-polling lcores get "
+              "less than their share on a loaded machine); per-vCPU ratio = (Mpps / vCPU) of the switch "
+              "over that of testpmd, per run, then the median (min–max): what each does per second of CPU "
+              "it actually had.", "",
               "| traffic | dataplane lcores | agq-switch Mpps | per lcore | Gbit/s | frame B | "
-              "testpmd io Mpps | ratio | ratio range |", "|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+              "testpmd io Mpps | ratio | ratio range | vCPU switch / testpmd | per-vCPU ratio | range |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---|"]
         for s in r["summary"]:
             L.append(f"| {s['traffic']} | {s['lcores']} | {fmt(s['switch_mpps'])} | {fmt(s['switch_mpps_per_lcore'])} "
                      f"| {fmt(s['switch_gbps'])} | {s.get('frame_bytes', '–')} | {fmt(s['testpmd_mpps'])} | "
-                     f"{fmt(s['ratio_median'], 3)} | {fmt(s['ratio_min'], 3)}–{fmt(s['ratio_max'], 3)} |")
+                     f"{fmt(s['ratio_median'], 3)} | {fmt(s['ratio_min'], 3)}–{fmt(s['ratio_max'], 3)} | "
+                     f"{fmt(s.get('switch_cpu'))} / {fmt(s.get('testpmd_cpu'))} | {fmt(s.get('cpu_ratio_median'), 3)} | "
+                     f"{fmt(s.get('cpu_ratio_min'), 3)}–{fmt(s.get('cpu_ratio_max'), 3)} |")
         L.append("")
+        if key == "memif":
+            L += [f"Generator: {r.get('generator', 'bench_gen')}. Refused = share of the generator's frames the "
+                  "device's full rings refused (median): above 0, the device under test, not the generator, "
+                  "set the rate.", "", "| traffic | refused by agq-switch | refused by testpmd io |",
+                  "|---|---:|---:|"]
+            for s in r["summary"]:
+                L.append(f"| {s['traffic']} | {fmt(s.get('switch_refused'), 3)} | {fmt(s.get('testpmd_refused'), 3)} |")
+            L.append("")
         if r.get("scaling"):
             L += ["Lcore scaling (agq-switch, 2 lcores / 1 lcore, per rep, median (min–max)). \"2 steered\": "
                   "every packet arrives on the rx queue of the lcore that owns its shard (one pcap per queue, "
                   "split by shard as rte_flow on the UDP source port would); \"2 hand-off\": one rx queue per "
                   "port, packets of the other lcore's shards go through its hand-off rte_ring. Both lcores "
                   "and the replay share this machine's 2 vCPUs.", "",
-                  "| traffic | mode | 2 / 1 lcore | range |", "|---|---|---:|---|"]
+                  "testpmd 2 / 1 = the same for testpmd io on the same ports (the ceiling this machine "
+                  "gives); per vCPU = the switch's Mpps per vCPU-second, 2 lcores / 1 lcore (1.00 = "
+                  "each lcore as efficient as a lone one, i.e. linear).", "",
+                  "| traffic | mode | 2 / 1 lcore | range | testpmd 2 / 1 | per vCPU 2 / 1 | range |",
+                  "|---|---|---:|---|---:|---:|---|"]
             for x in r["scaling"]:
                 L.append(f"| {x['traffic']} | {x['mode']} | {fmt(x['ratio_median'], 2)} | "
-                         f"{fmt(x['ratio_min'], 2)}–{fmt(x['ratio_max'], 2)} |")
+                         f"{fmt(x['ratio_min'], 2)}–{fmt(x['ratio_max'], 2)} | {fmt(x.get('testpmd_ratio_median'), 2)} | "
+                         f"{fmt(x.get('per_cpu_ratio_median'), 2)} | "
+                         f"{fmt(x.get('per_cpu_ratio_min'), 2)}–{fmt(x.get('per_cpu_ratio_max'), 2)} |")
             L.append("")
         if any(s["traffic"] == "agq" for s in r["summary"]):
             L += [f"agq traffic: DATA of {AGQ_WORKERS} logical workers per stream at {AGQ_WIDTH} bits, "
@@ -793,18 +933,33 @@ def markdown(res: dict) -> str:
                   "256 slots in 128 rows), same tensors; verify = results checked against the scalar "
                   "reference (sample:64 = one chunk in 64), loss = the switch's drop simulator on every port "
                   "and direction:", "",
-                  "| N | tensor MB | verify | loss | status | s | elem/s | Gbit/s | retransmissions | mismatches | "
+                  "| N | tensor MB | verify | loss | status | s | elem/s | Gbit/s | retransmissions (fast, probes, "
+                  "spurious) | % of DATA | time / loss-free | mismatches | "
                   "avg granted bits | switch memory vs 32 bit | rms error | classic elem/s | MPI elem/s |",
-                  "|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+                  "|---:|---:|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            free = {(a["workers"], a["mbytes"]): a for a in e["agq_pipeline"]
+                    if not a.get("loss") and a.get("verify") == "sample:64" and a.get("status") == "ok"}
             for a in e["agq_pipeline"]:
                 k = (a["workers"], a["mbytes"])
+                f = free.get(k)
+                ratio = a["seconds"] / f["seconds"] if f and a.get("status") == "ok" and a is not f else None
+                share = 100.0 * a["retransmissions"] / a["data_sent"] if a.get("data_sent") else None
                 L.append(f"| {a['workers']} | {a['mbytes']} | {a.get('verify', 'all')} | {a.get('loss', 0):g} | "
                          f"{a.get('status', '–')} | {fmt(a.get('seconds'))} | "
                          f"{fmt(a.get('elements_per_s'), 0)} | {fmt(a.get('goodput_gbps'), 3)} | "
-                         f"{fmt(a.get('retransmissions'))} | {fmt(a.get('mismatches'))} | "
+                         f"{fmt(a.get('retransmissions'))} ({fmt(a.get('fast_retransmissions'))}, "
+                         f"{fmt(a.get('tail_probes'))}, {fmt(a.get('spurious_retransmissions'))}) | {fmt(share, 3)} | "
+                         f"{fmt(ratio)} | {fmt(a.get('mismatches'))} | "
                          f"{fmt(a.get('avg_granted_bits'))} | {fmt(a.get('memory_saving_x'))}x | "
                          f"{fmt(a.get('quantization_rms'), 6)} | {fmt(agq.get(k, {}).get('elements_per_s'), 0)} | "
                          f"{fmt(mpi.get(k, {}).get('elements_per_s'), 0)} |")
+        if e.get("worker_stages"):
+            L += ["", "The worker's own cost per tensor element (`bench_worker_stages`, no DPDK, one core; "
+                  "verify = per element of a checked chunk, divide by K for sample:K; engine = encode + "
+                  "bookkeeping + timers + decode of an N = 1 job through an in-memory loopback):", "",
+                  "| stage | ns per element |", "|---|---:|"]
+            for s in e["worker_stages"]:
+                L.append(f"| {s['name']} | {fmt(s.get('ns_per_elem'), 3)} |")
         if e["skipped"]:
             L += ["", "Skipped (predicted time over the per-run budget of "
                   f"{e['time_budget_s']:.0f} s): " + ", ".join(f"{s.get('pipeline', 'classic')} N={s['workers']} "
@@ -989,7 +1144,7 @@ def main() -> int:
                            check=True, capture_output=not a.verbose)
         targets = ["agq-switch", "bench_pipeline", "bench_gen", "bench_memory"]
         r = subprocess.run(["ninja", "-C", build, "-t", "targets", "all"], capture_output=True, text=True)
-        for t in ("agq-worker", "bench_mpi_allreduce"):
+        for t in ("agq-worker", "bench_mpi_allreduce", "bench_worker_stages"):
             if re.search(rf"^{t}:", r.stdout, re.M):
                 targets.append(t)
         subprocess.run(["ninja", "-j2", "-C", build, *targets], check=True, capture_output=not a.verbose)

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <iterator>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -149,7 +150,7 @@ void ControlPlane::run(const std::atomic<bool>& stop) {
     }
     apply_mac_digests();
     if (now_ns() >= next_age) {
-      age_macs();
+      age_macs(now_ns());
       next_age = now_ns() + kAgeEveryNs;
     }
   }
@@ -186,9 +187,24 @@ void ControlPlane::serve_one(int conn) {
   }
 }
 
-void ControlPlane::age_macs() {
-  const uint64_t now = now_ns();
-  pipes_.all([&](pipeline::SwitchProgram& p) { p.forwarding().age_out(now); });
+std::size_t ControlPlane::age_macs(uint64_t now) {
+  // The entries idle on every instance: the union of the instances' hit
+  // states, which is what one switch's idle timeout sees.
+  std::vector<uint64_t> idle;
+  for (unsigned i = 0; i < pipes_.count(); ++i) {
+    std::vector<uint64_t> mine = pipes_.on(i, [&](pipeline::SwitchProgram& p) { return p.forwarding().idle_learned(now); });
+    if (i == 0) {
+      idle = std::move(mine);
+    } else {
+      std::vector<uint64_t> both;
+      std::set_intersection(idle.begin(), idle.end(), mine.begin(), mine.end(), std::back_inserter(both));
+      idle = std::move(both);
+    }
+    if (idle.empty()) return 0;
+  }
+  // Removed everywhere, so the instances' tables stay equal. A station that
+  // spoke between the two steps is learned again by its next packet's digest.
+  return pipes_.all([&](pipeline::SwitchProgram& p) { return p.forwarding().expire(idle); });
 }
 
 // Learned MACs, reported by any lcore's instance, installed in every

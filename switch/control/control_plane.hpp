@@ -85,6 +85,11 @@ class ControlPlane {
   // Program counters then dataplane counters, "name value" per line.
   std::string format_counters();
 
+  // MAC ageing over the instances (run() calls it once a second): a learned
+  // entry idle on every instance (each refreshes only what its own packets
+  // hit) is removed from every instance. Returns how many entries.
+  std::size_t age_macs(uint64_t now_ns);
+
   const std::string& socket_path() const { return socket_path_; }
   Pipes& pipes() { return pipes_; }
 
@@ -102,7 +107,6 @@ class ControlPlane {
  private:
   std::map<std::string, CommandHandler> extra_;
   void serve_one(int conn);
-  void age_macs();
   void apply_mac_digests();
 
   std::unique_ptr<Pipes> own_pipes_;  // the single-instance constructor's

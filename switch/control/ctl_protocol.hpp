@@ -33,9 +33,15 @@ struct CtlReply {
   std::string raw;      // the full response
 };
 
+// agqctl's default wait for a response: longer than the switch's own wait
+// for its lcores' acks (SwitchDataplane::kCommandTimeoutMs), so that a slow
+// lcore on a loaded machine yields the switch's answer (late or an error
+// naming the lcore), not a client-side timeout.
+inline constexpr int kCtlTimeoutMs = 15000;
+
 // Sends one request and reads the full response. `timeout_ms` bounds every
 // wait on the socket. Throws CtlTransportError.
-CtlReply ctl_request(const std::string& socket_path, const std::string& line, int timeout_ms = 5000);
+CtlReply ctl_request(const std::string& socket_path, const std::string& line, int timeout_ms = kCtlTimeoutMs);
 
 // Splits a raw response into a CtlReply (exposed for tests).
 CtlReply parse_reply(std::string raw);

@@ -29,6 +29,12 @@ void Pipes::visit_counters(const tna::CounterVisitor& visit) {
     progs_[i]->visit_counters([&](std::string_view name, uint64_t v) { per[i].emplace_back(name, v); });
   });
   for (size_t k = 0; k < per[0].size(); ++k) {
+    // Table state every instance holds alike (one control-plane change
+    // applied to each) is counted once: instance 0's.
+    if (pipeline::Forwarding::is_table_counter(per[0][k].first)) {
+      visit(per[0][k].first, per[0][k].second);
+      continue;
+    }
     uint64_t sum = 0;
     for (const auto& p : per)
       if (k < p.size()) sum += p[k].second;

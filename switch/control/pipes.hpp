@@ -95,7 +95,9 @@ class Pipes {
     }
   }
 
-  // Every program counter summed over the instances, in instance 0's order.
+  // Every program counter summed over the instances, in instance 0's order;
+  // table-state counters (pipeline::Forwarding::is_table_counter) are
+  // instance 0's, since every instance applied the same changes.
   void visit_counters(const tna::CounterVisitor& visit);
 
   // The switch's boot epoch (docs/PROTOCOL.md section 11); 0 = not set.

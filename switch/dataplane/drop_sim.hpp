@@ -34,7 +34,13 @@ class DropSim {
     if (port >= nports_) return;
     const double q = std::isnan(p) ? 0.0 : p < 0 ? 0.0 : p > 1 ? 1.0 : p;
     t_[index(port, d)].store(uint64_t(std::llround(q * double(kOne))), std::memory_order_relaxed);
+    bool any = false;
+    for (uint16_t i = 0; i < nports_; ++i) any |= threshold(i, d) != 0;
+    active_[size_t(d)].store(any, std::memory_order_relaxed);
   }
+  // Whether any port drops in direction d: the lcores' per-burst check, so
+  // that the per-packet path reads no threshold while the simulator is off.
+  bool active(SimDir d) const { return active_[size_t(d)].load(std::memory_order_relaxed); }
   double get(uint16_t port, SimDir d) const {
     return port < nports_ ? double(threshold(port, d)) / double(kOne) : 0.0;
   }
@@ -43,6 +49,7 @@ class DropSim {
   }
   void clear() {
     for (size_t i = 0; i < size_t(nports_) * 2; ++i) t_[i].store(0, std::memory_order_relaxed);
+    for (auto& a : active_) a.store(false, std::memory_order_relaxed);
   }
 
   static size_t index(uint16_t port, SimDir d) { return size_t(port) * 2 + size_t(d); }
@@ -50,6 +57,7 @@ class DropSim {
  private:
   uint16_t nports_;
   std::unique_ptr<std::atomic<uint64_t>[]> t_;
+  std::atomic<bool> active_[2] = {false, false};  // by SimDir; written by the control thread only
 };
 
 // xorshift64* (Vigna): a few cycles per number, good enough for loss

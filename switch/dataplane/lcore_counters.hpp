@@ -37,6 +37,8 @@ struct alignas(64) LcoreCounters {
   Counter idle_sleeps;     // sleeps of the idle back-off
   Counter commands;        // control-plane commands run between bursts
   Counter digest_drops;    // MAC digests lost to a full digest ring
+  Counter memif_missing_rings;  // memif queues found without a client ring (then polled no more)
+  Counter memif_missing_drops;  // what was read from such a queue before that (not the client's frames)
 
   // Calls fn(name, value) for every counter, in a stable order.
   template <typename Fn> void for_each(Fn&& fn) const {
@@ -56,6 +58,8 @@ struct alignas(64) LcoreCounters {
     fn("idle_sleeps", idle_sleeps.get());
     fn("commands", commands.get());
     fn("digest_drops", digest_drops.get());
+    fn("memif_missing_rings", memif_missing_rings.get());
+    fn("memif_missing_drops", memif_missing_drops.get());
   }
 };
 

@@ -12,8 +12,11 @@
 // lcores hand their packets through an rte_ring (no lock on any queue).
 // memif: the client chooses the ring count and DPDK's memif server cannot
 // tell how many it chose (a queue without a ring aliases ring 0), so memif
-// ports get exactly `memif_queues` queue pairs and the peer must connect
-// with that many rings (both sides pass the same number).
+// ports get exactly `memif_queues` queue pairs and the peer should connect
+// with that many rings (both sides pass the same number). A client with
+// fewer is found on the missing queue's first packets (SwitchDataplane::
+// check_memif_ring, from the driver's per-queue statistics), said so on
+// stderr, and served through ring 0 and the software hand-off.
 // Steering (NICs): rte_flow rules send UDP source port 0xC000|shard to queue
 // shard % L (L a power of two), else RSS; virtual devices have neither and
 // rely on the software hand-off.

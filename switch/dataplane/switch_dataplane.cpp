@@ -1,5 +1,6 @@
 #include "dataplane/switch_dataplane.hpp"
 
+#include <rte_branch_prediction.h>
 #include <rte_cycles.h>
 #include <rte_errno.h>
 #include <rte_ethdev.h>
@@ -15,6 +16,7 @@
 
 #include <array>
 #include <chrono>
+#include <cstdio>
 #include <span>
 #include <stdexcept>
 
@@ -47,6 +49,8 @@ struct SwitchDataplane::Lcore {
   std::vector<RxQueue> rxq;
   std::unique_ptr<TxPort[]> tx;        // by port
   std::vector<uint16_t> owned_tx;      // shared ports whose only tx queue this lcore owns
+  unsigned memif_off = 0;              // rx queues switched off for lack of a client ring
+  std::vector<uint8_t> link_was_down;  // by port: seen down since a queue was switched off
   rte_ring* inbox = nullptr;           // hand-off from the other lcores (multi-producer)
   rte_ring* digests = nullptr;         // MacDigest elements to the control thread
   XorShift64 rng;                      // drop simulator decisions
@@ -83,8 +87,13 @@ SwitchDataplane::SwitchDataplane(Ports& ports, control::Pipes& pipes, LoopOption
 void SwitchDataplane::setup(control::Pipes& pipes) {
   const uint16_t nports = ports_.count();
   const unsigned L = rte_lcore_count();
-  // Idle lcores answer within one back-off sleep; a generous margin on top.
-  const auto timeout = std::chrono::milliseconds(1000 + 4 * opt_.idle_sleep_us / 1000);
+  // An lcore answers at its next poll round: within one back-off sleep when
+  // idle, within kCommandEvery rounds when busy -- once it is on a CPU. On a
+  // shared machine (2 vCPUs, compiles, other busy-polling processes) a
+  // runnable thread can wait for a CPU for hundreds of milliseconds; the
+  // control thread waits long enough for that (it gives up only on an lcore
+  // that is really gone), and agqctl waits longer still (ctl_protocol.hpp).
+  const auto timeout = std::chrono::milliseconds(kCommandTimeoutMs + 4 * opt_.idle_sleep_us / 1000);
   commands_ = std::make_unique<CommandRings>(L, timeout);
 
   unsigned lcore_id;
@@ -132,8 +141,26 @@ void SwitchDataplane::setup(control::Pipes& pipes) {
       if (tx_rings_[p] && ports_.tx_owner(p) != c.index) t.handoff = tx_rings_[p];
     }
   }
+  // Multi-queue memif: a client may connect with fewer rings than queues,
+  // which DPDK's memif server cannot report (ports.hpp). Queues >= 1 are
+  // therefore confirmed on their first packets (check_memif_ring); the tx
+  // of an lcore whose queue has no ring then goes to lcore 0 (queue 0
+  // always exists) through this ring.
+  fallback_tx_.assign(nports, nullptr);
+  for (uint16_t p = 0; p < nports; ++p) {
+    const PortInfo& pi = ports_.info(p);
+    if (pi.driver != "net_memif" || pi.rx_queues < 2 || pi.tx_shared || L == 1) continue;
+    fallback_tx_[p] = rte_ring_create(("agq_fb" + std::to_string(p)).c_str(), kHandoffRing,
+                                      int(rte_lcore_to_socket_id(lcores_[0]->lcore_id)), RING_F_SC_DEQ);
+    if (!fallback_tx_[p]) throw std::runtime_error("tx fallback ring: " + std::string(rte_strerror(rte_errno)));
+    lcores_[0]->owned_tx.push_back(p);
+  }
   for (uint16_t p = 0; p < nports; ++p)
-    for (uint16_t q = 0; q < ports_.info(p).rx_queues; ++q) lcores_[ports_.rx_lcore(p, q)]->rxq.push_back({p, q});
+    for (uint16_t q = 0; q < ports_.info(p).rx_queues; ++q) {
+      RxQueue rq{p, q};
+      rq.verify = fallback_tx_[p] && q > 0;
+      lcores_[ports_.rx_lcore(p, q)]->rxq.push_back(rq);
+    }
 }
 
 SwitchDataplane::~SwitchDataplane() { release(); }
@@ -161,6 +188,10 @@ void SwitchDataplane::release() {
     drain(r);
     r = nullptr;
   }
+  for (auto& r : fallback_tx_) {
+    drain(r);
+    r = nullptr;
+  }
 }
 
 void SwitchDataplane::run(const std::atomic<bool>& stop) {
@@ -180,6 +211,18 @@ uint64_t steady_ns() {
                                    std::chrono::steady_clock::now().time_since_epoch())
                                    .count());
 }
+
+// One packet into the program's vector: the frame's bytes (the mbuf's first
+// cache line, which the driver just wrote) and its intrinsic metadata. The
+// frame itself is not touched here: the program prefetches what it reads.
+inline void stage_packet(tna::BurstPacket& b, rte_mbuf* m, uint16_t port, uint64_t now_ns) {
+  b.bytes = rte_pktmbuf_mtod(m, uint8_t*);
+  b.len = m->data_len;
+  b.md.ingress_port = port;
+  b.md.ingress_mac_tstamp_ns = now_ns;
+  b.md.resubmit_flag = false;
+  b.decision = tna::Decision{};
+}
 }  // namespace
 
 int SwitchDataplane::loop(Lcore& c) {
@@ -188,34 +231,48 @@ int SwitchDataplane::loop(Lcore& c) {
   if (opt_.idle_sleep_us) prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
   IdleBackoff idle(opt_.idle_sleep_us, opt_.idle_polls);
   commands_->set_polling(c.index, true);
+  const bool sharded = lcore_count() > 1;
+  unsigned round = 0;
+  bool busy = false;
 
   while (!stop_->load(std::memory_order_relaxed)) {
-    // Control-plane changes land between bursts, also while idle: the
-    // back-off sleeps at most its ceiling before coming back here.
-    if (unsigned k = commands_->serve(c.index)) c.counters.commands.add(k);
+    // Control-plane changes land between bursts: after every empty round
+    // (idle: at most one back-off sleep late) and every kCommandEvery-th
+    // round while traffic flows, so a busy lcore does not read the control
+    // thread's ring indices once per burst.
+    ++round;
+    if (!busy || (round % kCommandEvery) == 0)
+      if (unsigned k = commands_->serve(c.index)) c.counters.commands.add(k);
 
     uint64_t got = 0, now = 0;
-    for (const RxQueue& q : c.rxq) {
+    for (RxQueue& q : c.rxq) {
+      if (unlikely(q.off)) continue;
       uint16_t n = rte_eth_rx_burst(q.port, q.queue, c.rx.data(), opt_.burst);
       if (n == 0) continue;
+      if (unlikely(q.verify) && !check_memif_ring(c, q, c.rx.data(), n)) continue;
       got += n;
       c.counters.rx.add(n);
       n = sim_drop_rx(c, q.port, c.rx.data(), n);
       // One stamp per round: a clock read per packet would cost ~20 ns each.
       if (now == 0) now = steady_ns();
-      ingest(c, q.port, c.rx.data(), n, now);
+      if (sharded)
+        ingest<true>(c, q.port, c.rx.data(), n, now);
+      else
+        ingest<false>(c, q.port, c.rx.data(), n, now);
     }
     if (c.inbox) {
-      const uint16_t n = uint16_t(rte_ring_dequeue_burst(c.inbox, reinterpret_cast<void**>(c.rx.data()),
+      const uint16_t n = uint16_t(rte_ring_dequeue_burst(c.inbox, reinterpret_cast<void**>(c.local.data()),
                                                          opt_.burst, nullptr));
       if (n) {
         got += n;
         if (now == 0) now = steady_ns();
-        process(c, c.rx.data(), n, now);
+        process_inbox(c, c.local.data(), n, now);
       }
     }
     if (!c.owned_tx.empty() && drain_shared_tx(c)) got = 1;
-    if (got) {
+    if (unlikely(c.memif_off > 0) && (round % kLinkCheckEvery) == 0) rearm_memif_queues(c);
+    busy = got != 0;
+    if (busy) {
       // Full batches already left inside send(); flushing the rest here
       // bounds latency to one round, so no drain timer is needed.
       flush_all(c);
@@ -237,9 +294,9 @@ void SwitchDataplane::flush_all(Lcore& c) {
 bool SwitchDataplane::drain_shared_tx(Lcore& c) {
   bool any = false;
   for (uint16_t p : c.owned_tx) {
-    rte_mbuf** pkts = c.local.data();
-    const uint16_t n =
-        uint16_t(rte_ring_dequeue_burst(tx_rings_[p], reinterpret_cast<void**>(pkts), opt_.burst, nullptr));
+    rte_mbuf** pkts = c.drops.data();  // free here: drops are only collected inside run_program
+    rte_ring* r = tx_rings_[p] ? tx_rings_[p] : fallback_tx_[p];
+    const uint16_t n = uint16_t(rte_ring_dequeue_burst(r, reinterpret_cast<void**>(pkts), opt_.burst, nullptr));
     if (n == 0) continue;
     any = true;
     const uint16_t sent = rte_eth_tx_burst(p, 0, pkts, n);
@@ -253,86 +310,117 @@ bool SwitchDataplane::drain_shared_tx(Lcore& c) {
   return any;
 }
 
-// Rx side of one burst: linearize, shard, hand off the packets other lcores
-// own, process the rest here.
+// Rx side of one burst, in one pass: linearize (rare), and with several
+// lcores shard and stage the packets other lcores own for the hand-off; the
+// rest goes straight into the program's vector. kSharded = more than one
+// lcore: only then is the frame read here (shard_of), so only then is it
+// prefetched here.
+template <bool kSharded>
 void SwitchDataplane::ingest(Lcore& c, uint16_t port, rte_mbuf** pkts, uint16_t n, uint64_t now_ns) {
-  const unsigned L = lcore_count();
+  tna::BurstPacket* bp = c.burst.data();
   uint16_t nl = 0;
   constexpr uint16_t kAhead = 4;
-  for (uint16_t i = 0; i < n && i < kAhead; ++i) rte_prefetch0(rte_pktmbuf_mtod(pkts[i], void*));
+  if constexpr (kSharded)
+    for (uint16_t i = 0; i < n && i < kAhead; ++i) rte_prefetch0(rte_pktmbuf_mtod(pkts[i], void*));
   for (uint16_t i = 0; i < n; ++i) {
-    if (i + kAhead < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + kAhead], void*));
     rte_mbuf* m = pkts[i];
-    m->port = port;  // the ingress port travels with a handed-off packet
+    if constexpr (kSharded)
+      if (i + kAhead < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + kAhead], void*));
     // The program sees one contiguous frame.
-    if (m->nb_segs > 1 && rte_pktmbuf_linearize(m) != 0) {
+    if (unlikely(m->nb_segs > 1) && rte_pktmbuf_linearize(m) != 0) {
       c.counters.multiseg_drops.add(1);
       rte_pktmbuf_free(m);
       continue;
     }
-    if (L == 1) {
-      c.local[nl++] = m;
-      continue;
-    }
-    const uint32_t shard = c.prog->shard_of(std::span<const uint8_t>(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len));
-    const unsigned owner = shard == tna::kAnyShard ? c.index : shard % L;
-    if (owner == c.index)
-      c.local[nl++] = m;
-    else
-      c.stage[owner][c.staged[owner]++] = m;
-  }
-  if (L > 1)
-    for (unsigned o = 0; o < L; ++o) {
-      const uint16_t k = c.staged[o];
-      if (k == 0) continue;
-      c.staged[o] = 0;
-      const uint16_t put = uint16_t(
-          rte_ring_enqueue_burst(lcores_[o]->inbox, reinterpret_cast<void**>(c.stage[o].data()), k, nullptr));
-      c.counters.handoff.add(put);
-      if (put < k) {
-        rte_pktmbuf_free_bulk(c.stage[o].data() + put, k - put);
-        c.counters.handoff_drops.add(k - put);
+    if constexpr (kSharded) {
+      const uint32_t shard =
+          c.prog->shard_of(std::span<const uint8_t>(rte_pktmbuf_mtod(m, const uint8_t*), m->data_len));
+      const unsigned owner = shard == tna::kAnyShard ? c.index : shard % lcore_count();
+      if (owner != c.index) {
+        m->port = port;  // the ingress port travels with a handed-off packet
+        c.stage[owner][c.staged[owner]++] = m;
+        continue;
       }
     }
-  if (nl) process(c, c.local.data(), nl, now_ns);
+    c.local[nl] = m;
+    stage_packet(bp[nl++], m, port, now_ns);
+  }
+  if constexpr (kSharded) handoff(c);
+  if (nl) run_program(c, nl);
 }
 
-// One vector through the program, then its decisions in bulk.
-void SwitchDataplane::process(Lcore& c, rte_mbuf** pkts, uint16_t n, uint64_t now_ns) {
-  tna::BurstPacket* bp = c.burst.data();
-  for (uint16_t i = 0; i < n; ++i) {
-    rte_mbuf* m = pkts[i];
-    uint8_t* bytes = rte_pktmbuf_mtod(m, uint8_t*);
-    rte_prefetch0(bytes);  // the whole vector ahead of the program's first stage
-    bp[i].bytes = bytes;
-    bp[i].len = m->data_len;
-    bp[i].md = tna::IngressIntrinsicMd{};
-    bp[i].md.ingress_port = m->port;
-    bp[i].md.ingress_mac_tstamp_ns = now_ns;
-    bp[i].decision = tna::Decision{};
+// The staged packets of other owners: one enqueue burst per owner.
+void SwitchDataplane::handoff(Lcore& c) {
+  for (unsigned o = 0; o < lcore_count(); ++o) {
+    const uint16_t k = c.staged[o];
+    if (k == 0) continue;
+    c.staged[o] = 0;
+    const uint16_t put = uint16_t(
+        rte_ring_enqueue_burst(lcores_[o]->inbox, reinterpret_cast<void**>(c.stage[o].data()), k, nullptr));
+    c.counters.handoff.add(put);
+    if (put < k) {
+      rte_pktmbuf_free_bulk(c.stage[o].data() + put, k - put);
+      c.counters.handoff_drops.add(k - put);
+    }
   }
+}
+
+// What the other lcores handed this one (dequeued into c.local).
+void SwitchDataplane::process_inbox(Lcore& c, rte_mbuf** pkts, uint16_t n, uint64_t now_ns) {
+  tna::BurstPacket* bp = c.burst.data();
+  for (uint16_t i = 0; i < n; ++i) stage_packet(bp[i], pkts[i], pkts[i]->port, now_ns);
+  run_program(c, n);
+}
+
+// Every packet and replica leaves through here: the lcore's tx batch of that
+// port, or, only while the drop simulator's tx side is on (sim_tx, read once
+// per burst), through its decision first.
+inline void SwitchDataplane::transmit(Lcore& c, uint16_t port, rte_mbuf* m, bool sim_tx) {
+  if (unlikely(sim_tx)) {
+    transmit_sim(c, port, m);
+    return;
+  }
+  c.tx[port].send(m);
+}
+
+void SwitchDataplane::transmit_sim(Lcore& c, uint16_t port, rte_mbuf* m) {
+  if (c.rng.drop(drop_sim_.threshold(port, SimDir::Tx))) {
+    c.sim_drops[DropSim::index(port, SimDir::Tx)].add(1);
+    rte_pktmbuf_free(m);
+    return;
+  }
+  c.tx[port].send(m);
+}
+
+// The vector c.burst[0..n) (mbufs c.local[0..n)) through the program, then
+// its decisions: unicast into the tx batches, drops collected and freed in
+// one bulk call, multicast through the lcore's PRE.
+void SwitchDataplane::run_program(Lcore& c, uint16_t n) {
+  tna::BurstPacket* bp = c.burst.data();
   c.prog->process_burst(bp, n);
 
   const uint16_t nports = ports_.count();
+  const bool sim_tx = drop_sim_.active(SimDir::Tx);
+  rte_mbuf** pkts = c.local.data();
   uint16_t nd = 0, program_drops = 0;
   for (uint16_t i = 0; i < n; ++i) {
     const tna::Decision& d = bp[i].decision;
     rte_mbuf* m = pkts[i];
+    if (likely(d.kind == tna::Decision::Kind::Unicast && d.port < nports)) {
+      transmit(c, d.port, m, sim_tx);
+      continue;
+    }
     switch (d.kind) {
       case tna::Decision::Kind::Drop:
         ++program_drops;
         c.drops[nd++] = m;
         break;
-      case tna::Decision::Kind::Unicast:
-        if (d.port >= nports) {
-          c.counters.bad_port_drops.add(1);
-          c.drops[nd++] = m;
-        } else {
-          transmit(c, d.port, m);
-        }
+      case tna::Decision::Kind::Unicast:  // to a port that does not exist
+        c.counters.bad_port_drops.add(1);
+        c.drops[nd++] = m;
         break;
       case tna::Decision::Kind::Multicast:
-        multicast(c, m, d);
+        multicast(c, m, d, sim_tx);
         break;
       default:
         c.drops[nd++] = m;  // unreachable with a valid Kind
@@ -342,7 +430,7 @@ void SwitchDataplane::process(Lcore& c, rte_mbuf** pkts, uint16_t n, uint64_t no
   if (nd) rte_pktmbuf_free_bulk(c.drops.data(), nd);
 }
 
-void SwitchDataplane::multicast(Lcore& c, rte_mbuf* m, const tna::Decision& d) {
+void SwitchDataplane::multicast(Lcore& c, rte_mbuf* m, const tna::Decision& d, bool sim_tx) {
   auto& reps = c.replicas;
   unsigned n = 0;
   for (const tna::Replica& r : c.pre->members(d.group)) {
@@ -369,7 +457,7 @@ void SwitchDataplane::multicast(Lcore& c, rte_mbuf* m, const tna::Decision& d) {
       rte_mbuf_refcnt_update(m, int16_t(n - 1));
       c.counters.clones.add(n - 1);
     }
-    for (unsigned i = 0; i < n; ++i) transmit(c, reps[i].port, m);
+    for (unsigned i = 0; i < n; ++i) transmit(c, reps[i].port, m, sim_tx);
     return;
   }
   // The egress control rewrites every replica (agq: destination MAC/IP and
@@ -397,7 +485,67 @@ void SwitchDataplane::multicast(Lcore& c, rte_mbuf* m, const tna::Decision& d) {
   bufs[k] = m;
   for (unsigned i = 0; i <= k; ++i)
     c.prog->egress(std::span<uint8_t>(rte_pktmbuf_mtod(bufs[i], uint8_t*), len), reps[i].port, reps[i].rid);
-  for (unsigned i = 0; i <= k; ++i) transmit(c, reps[i].port, bufs[i]);
+  for (unsigned i = 0; i <= k; ++i) transmit(c, reps[i].port, bufs[i], sim_tx);
+}
+
+// A multi-queue memif port's queue q >= 1, on its first packets since
+// link-up. DPDK's memif server has no API for the ring count the client
+// chose, and polls a queue without a ring as if it were ring 0 (reading
+// ring 0's slots behind the back of the lcore that owns queue 0). The
+// driver's per-queue statistics do cover exactly the rings the client
+// made: a queue with a ring has counted the packets just read, one
+// without has no entry (0). Then: this burst is not the client's traffic
+// (dropped, counted), the queue is polled no more, this lcore's tx on the
+// port goes to lcore 0 (queue 0) through the fallback ring, and the
+// shards of this lcore reach it through the software hand-off from
+// whoever reads ring 0. A reconnect (link down, then up) re-arms the check.
+bool SwitchDataplane::check_memif_ring(Lcore& c, RxQueue& q, rte_mbuf** pkts, uint16_t n) {
+  rte_eth_stats st{};
+  const bool can_tell = q.queue < RTE_ETHDEV_QUEUE_STAT_CNTRS && rte_eth_stats_get(q.port, &st) == 0;
+  if (!can_tell || st.q_ipackets[q.queue] != 0) {
+    q.verify = false;  // the client has this ring
+    return true;
+  }
+  rte_pktmbuf_free_bulk(pkts, n);
+  c.counters.memif_missing_drops.add(n);
+  c.counters.memif_missing_rings.add(1);
+  q.off = true;
+  ++c.memif_off;
+  c.link_was_down.assign(ports_.count(), 0);
+  // Lcore i transmits on queue i: without ring i, through lcore 0.
+  if (q.queue == c.index && c.index != 0) {
+    c.tx[q.port].flush();
+    c.tx[q.port].handoff = fallback_tx_[q.port];
+  }
+  std::fprintf(stderr,
+               "agq-switch: port %u (%s): the memif client has no ring for queue %u (it connected with fewer "
+               "rings than --memif-queues %u): lcore %u stops polling it; its shards reach it through the "
+               "software hand-off and its tx on this port goes through lcore 0. Connect the client with %u "
+               "rings to steer by ring.\n",
+               unsigned(q.port), ports_.info(q.port).name.c_str(), unsigned(q.queue),
+               unsigned(ports_.info(q.port).rx_queues), c.lcore_id, unsigned(ports_.info(q.port).rx_queues));
+  return false;
+}
+
+// Every kLinkCheckEvery rounds while a queue is off: after its port's link
+// went down and came back (the client reconnected, maybe with more rings),
+// the queue is polled again and checked again.
+void SwitchDataplane::rearm_memif_queues(Lcore& c) {
+  for (RxQueue& q : c.rxq) {
+    if (!q.off) continue;
+    rte_eth_link link{};
+    if (rte_eth_link_get_nowait(q.port, &link) != 0) continue;
+    if (link.link_status != RTE_ETH_LINK_UP) {
+      c.link_was_down[q.port] = 1;
+      continue;
+    }
+    if (!c.link_was_down[q.port]) continue;
+    q.off = false;
+    q.verify = true;
+    --c.memif_off;
+    c.tx[q.port].flush();
+    c.tx[q.port].handoff = nullptr;
+  }
 }
 
 uint16_t SwitchDataplane::sim_drop_rx(Lcore& c, uint16_t port, rte_mbuf** pkts, uint16_t n) {
@@ -413,17 +561,6 @@ uint16_t SwitchDataplane::sim_drop_rx(Lcore& c, uint16_t port, rte_mbuf** pkts, 
     }
   }
   return kept;
-}
-
-// Every packet and replica leaves through here: the drop simulator's tx side,
-// then the lcore's tx batch of that port.
-void SwitchDataplane::transmit(Lcore& c, uint16_t port, rte_mbuf* m) {
-  if (c.rng.drop(drop_sim_.threshold(port, SimDir::Tx))) {
-    c.sim_drops[DropSim::index(port, SimDir::Tx)].add(1);
-    rte_pktmbuf_free(m);
-    return;
-  }
-  c.tx[port].send(m);
 }
 
 void SwitchDataplane::push_mac_digest(unsigned index, const tna::MacDigest& d) {

@@ -55,9 +55,21 @@ class SwitchDataplane {
   // Packets in flight to one lcore (rx hand-off) or to one shared tx queue.
   static constexpr unsigned kHandoffRing = 1024;
   static constexpr unsigned kDigestRing = 1024;
+  // A busy lcore looks at its command ring every this many poll rounds
+  // (an idle one after every empty round).
+  static constexpr unsigned kCommandEvery = 8;
+  // How long the control thread waits for an lcore's ack (plus the idle
+  // back-off ceiling); below agqctl's own timeout (control::kCtlTimeoutMs).
+  static constexpr unsigned kCommandTimeoutMs = 5000;
+  // An lcore with a memif queue switched off (no client ring) looks at that
+  // port's link every this many rounds, to re-arm it after a reconnect.
+  static constexpr unsigned kLinkCheckEvery = 256;
 
   struct RxQueue {
     uint16_t port, queue;
+    // memif queue >= 1: its ring is confirmed on the first packets after
+    // link-up (check_memif_ring); off: the client has no ring for it.
+    bool verify = false, off = false;
   };
 
   // `pipes` holds one instance per EAL lcore, in rte_lcore_index order, each
@@ -103,11 +115,16 @@ class SwitchDataplane {
   void release();
   static int entry(void* self);
   int loop(Lcore& c);
-  void ingest(Lcore& c, uint16_t port, rte_mbuf** pkts, uint16_t n, uint64_t now_ns);
-  void process(Lcore& c, rte_mbuf** pkts, uint16_t n, uint64_t now_ns);
-  void multicast(Lcore& c, rte_mbuf* m, const tna::Decision& d);
+  template <bool kSharded> void ingest(Lcore& c, uint16_t port, rte_mbuf** pkts, uint16_t n, uint64_t now_ns);
+  void handoff(Lcore& c);
+  void process_inbox(Lcore& c, rte_mbuf** pkts, uint16_t n, uint64_t now_ns);
+  void run_program(Lcore& c, uint16_t n);
+  void multicast(Lcore& c, rte_mbuf* m, const tna::Decision& d, bool sim_tx);
   uint16_t sim_drop_rx(Lcore& c, uint16_t port, rte_mbuf** pkts, uint16_t n);
-  void transmit(Lcore& c, uint16_t port, rte_mbuf* m);
+  void transmit(Lcore& c, uint16_t port, rte_mbuf* m, bool sim_tx);
+  void transmit_sim(Lcore& c, uint16_t port, rte_mbuf* m);
+  bool check_memif_ring(Lcore& c, RxQueue& q, rte_mbuf** pkts, uint16_t n);
+  void rearm_memif_queues(Lcore& c);
   bool drain_shared_tx(Lcore& c);
   void flush_all(Lcore& c);
 
@@ -117,6 +134,7 @@ class SwitchDataplane {
   DropSim drop_sim_;
   std::vector<std::unique_ptr<Lcore>> lcores_;  // by rte_lcore_index
   std::vector<rte_ring*> tx_rings_;             // by port: to a shared tx queue's owner
+  std::vector<rte_ring*> fallback_tx_;          // by port (multi-queue memif): to lcore 0, which owns queue 0
   std::unique_ptr<CommandRings> commands_;
   const std::atomic<bool>* stop_ = nullptr;
 };

@@ -79,17 +79,35 @@ bool Forwarding::add_arp_proxy(uint32_t ip, const Mac& mac) {
 
 bool Forwarding::remove_arp_proxy(uint32_t ip) { return arp_proxy_.erase(ip); }
 
-std::size_t Forwarding::age_out(uint64_t now_ns) {
-  if (cfg_.ageing_ns == 0) return 0;
+std::vector<uint64_t> Forwarding::idle_learned(uint64_t now_ns) const {
+  std::vector<uint64_t> idle;
+  if (cfg_.ageing_ns == 0) return idle;
   const uint64_t limit = cfg_.ageing_ns;
-  const std::size_t n = dmac_.remove_if([&](uint64_t, const MacEntry& e) {
+  dmac_.for_each([&](uint64_t k, const MacEntry& e) {
     // last_seen comes from a NIC/lcore clock and `now` from the control
     // thread; if they disagree so that last_seen is in the future, the entry
     // is fresh, not 2^64 ns old.
-    return !e.is_static && now_ns > e.last_seen_ns && now_ns - e.last_seen_ns > limit;
+    if (!e.is_static && now_ns > e.last_seen_ns && now_ns - e.last_seen_ns > limit) idle.push_back(k);
   });
+  std::sort(idle.begin(), idle.end());
+  return idle;
+}
+
+std::size_t Forwarding::expire(std::span<const uint64_t> keys) {
+  std::size_t n = 0;
+  for (uint64_t k : keys) {
+    const MacEntry* e = dmac_.find(k);
+    if (e && !e->is_static) n += dmac_.erase(k);
+  }
   c_.aged += n;
   return n;
+}
+
+std::size_t Forwarding::age_out(uint64_t now_ns) { return expire(idle_learned(now_ns)); }
+
+bool Forwarding::is_table_counter(std::string_view name) {
+  return name == "fwd_learned" || name == "fwd_moved" || name == "fwd_aged" || name == "fwd_mac_entries" ||
+         name == "fwd_routes";
 }
 
 // --- learning --------------------------------------------------------------
@@ -162,15 +180,15 @@ Forwarding::DigestResult Forwarding::install_learned(uint64_t src, tna::PortId p
 
 // --- data plane ------------------------------------------------------------
 
-void Forwarding::decide(Fields& f, const tna::IngressIntrinsicMd& md, tna::Decision& out) {
+void Forwarding::decide(Fields& f, Hoisted h, const tna::IngressIntrinsicMd& md, tna::Decision& out) {
   const tna::PortId in = md.ingress_port;
-  if (cfg_.learning) learn(f.src, in, md.ingress_mac_tstamp_ns);
+  if (h.learning) learn(f.src, in, md.ingress_mac_tstamp_ns);
 
   // ARP proxy. Only Ethernet/IPv4 requests are answered (the parser does not
   // check htype/ptype, and a reply to anything else would be garbage), and
   // not gratuitous ones (spa == tpa): those announce an address, they do not
   // ask for it, and must reach every host.
-  if (f.arp_request) {
+  if (h.arp_proxies && f.arp_request) {
     if (const uint64_t* mac = arp_proxy_.find(f.arp_tpa)) {
       f.arp_answer = *mac;
       f.arp_answered = true;
@@ -181,7 +199,7 @@ void Forwarding::decide(Fields& f, const tna::IngressIntrinsicMd& md, tna::Decis
   }
 
   // IPv4 host routes take precedence over L2, whatever the destination MAC.
-  if (f.ipv4) {
+  if (h.routes && f.ipv4) {
     if (const tna::PortId* port = ipv4_host_.find(f.ipv4_dst)) {
       if (*port == in) {
         out = tna::Decision::drop(reason(DropReason::L2SamePort));
@@ -211,39 +229,65 @@ void Forwarding::decide(Fields& f, const tna::IngressIntrinsicMd& md, tna::Decis
   out = tna::Decision::multicast(kFloodGroup, in);
 }
 
-void Forwarding::apply(uint8_t* frame, const FrameView& v, const tna::IngressIntrinsicMd& md, tna::Decision& out) {
-  Fields f;
+void Forwarding::read_fields(const uint8_t* frame, const FrameView& v, Fields& f) {
   f.dst = load_mac(frame);
   f.src = load_mac(frame + 6);
-  uint8_t* arp = frame + v.l3_offset;
+  const uint8_t* l3 = frame + v.l3_offset;
+  f.arp_request = false;
+  f.arp_tpa = 0;
   if (v.arp_valid) {
     // spa (offset 14) != tpa (offset 24): not gratuitous.
-    f.arp_request = load_be64(arp) == kArpEthIpv4Request &&
-                    __builtin_memcmp(arp + 14, arp + 24, 4) != 0;
-    f.arp_tpa = proto::load_be32(arp + 24);
+    f.arp_request = load_be64(l3) == kArpEthIpv4Request && __builtin_memcmp(l3 + 14, l3 + 24, 4) != 0;
+    f.arp_tpa = proto::load_be32(l3 + 24);
   }
-  if (v.ipv4_valid) {
-    f.ipv4 = true;
-    f.ipv4_dst = proto::load_be32(frame + v.l3_offset + 16);
+  f.ipv4 = v.ipv4_valid;
+  f.ipv4_dst = v.ipv4_valid ? proto::load_be32(l3 + 16) : 0;
+  f.arp_answered = false;
+  f.arp_answer = 0;
+}
+
+void Forwarding::write_arp_reply(uint8_t* frame, uint8_t* arp, uint64_t answer) {
+  // RFC 826: swap sender and target, put the answer in the sender fields,
+  // send it back to the requester on the port it came from.
+  uint8_t requester[10];  // sha (6) + spa (4), adjacent in the ARP body
+  __builtin_memcpy(requester, arp + 8, 10);
+  __builtin_memcpy(frame, requester, 6);  // ethernet.dst = requester MAC
+  store_mac(frame + 6, answer);           // ethernet.src = answer
+  arp[7] = 2;                             // oper = reply (high byte is 0)
+  store_mac(arp + 8, answer);             // sha
+  __builtin_memcpy(arp + 14, arp + 24, 4);  // spa = old tpa
+  __builtin_memcpy(arp + 18, requester, 10);  // tha, tpa = requester
+}
+
+void Forwarding::apply(uint8_t* frame, const FrameView& v, const tna::IngressIntrinsicMd& md, tna::Decision& out) {
+  Fields f;
+  read_fields(frame, v, f);
+  decide(f, hoisted(), md, out);
+  if (f.arp_answered) write_arp_reply(frame, frame + v.l3_offset, f.arp_answer);
+}
+
+void Forwarding::apply_burst(tna::BurstPacket* pkts, const FrameView* views, const uint8_t* idx, unsigned n) {
+  Fields f[kBurstMax];
+  const Hoisted h = hoisted();
+  // Stage 1: the keys of every frame, and the table slots they will read
+  // started loading (the frames themselves were touched by the parser).
+  for (unsigned j = 0; j < n; ++j) {
+    const unsigned i = idx[j];
+    read_fields(pkts[i].bytes, views[i], f[j]);
+    if (h.learning) dmac_.prefetch(f[j].src);
+    if (!is_group(f[j].dst)) dmac_.prefetch(f[j].dst);
+    if (h.routes && f[j].ipv4) ipv4_host_.prefetch(f[j].ipv4_dst);
   }
-  decide(f, md, out);
-  if (f.arp_answered) {
-    const uint64_t answer = f.arp_answer;
-    // RFC 826: swap sender and target, put the answer in the sender fields,
-    // send it back to the requester on the port it came from.
-    uint8_t requester[10];  // sha (6) + spa (4), adjacent in the ARP body
-    __builtin_memcpy(requester, arp + 8, 10);
-    __builtin_memcpy(frame, requester, 6);  // ethernet.dst = requester MAC
-    store_mac(frame + 6, answer);           // ethernet.src = answer
-    arp[7] = 2;                             // oper = reply (high byte is 0)
-    store_mac(arp + 8, answer);             // sha
-    __builtin_memcpy(arp + 14, arp + 24, 4);  // spa = old tpa
-    __builtin_memcpy(arp + 18, requester, 10);  // tha, tpa = requester
+  // Stage 2: the control, in arrival order.
+  for (unsigned j = 0; j < n; ++j) {
+    tna::BurstPacket& p = pkts[idx[j]];
+    decide(f[j], h, p.md, p.decision);
+    if (f[j].arp_answered) write_arp_reply(p.bytes, p.bytes + views[idx[j]].l3_offset, f[j].arp_answer);
   }
 }
 
 tna::Decision Forwarding::apply(Headers& hdr, const tna::IngressIntrinsicMd& md) {
-  Fields f;
+  Fields f{};
   f.dst = mac_key(hdr.ethernet.dst);
   f.src = mac_key(hdr.ethernet.src);
   if (hdr.arp_valid) {
@@ -257,7 +301,7 @@ tna::Decision Forwarding::apply(Headers& hdr, const tna::IngressIntrinsicMd& md)
     f.ipv4_dst = hdr.ipv4.dst;
   }
   tna::Decision d;
-  decide(f, md, d);
+  decide(f, hoisted(), md, d);
   if (f.arp_answered) {
     proto::Arp& a = hdr.arp;
     const Mac mac = mac_of(f.arp_answer);

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "pipeline/drop_reason.hpp"
 #include "pipeline/flat_table.hpp"
@@ -91,7 +92,25 @@ class Forwarding {
   DigestResult apply_mac_digest(const tna::MacDigest& d, uint64_t now_ns);
   void set_ageing_ns(uint64_t ns) { cfg_.ageing_ns = ns; }
   // Removes learned entries not seen for the ageing time; returns how many.
+  // One instance's view: age_out(now) == expire(idle_learned(now)).
   std::size_t age_out(uint64_t now_ns);
+  // Ageing over shared-nothing instances. Each instance refreshes only the
+  // entries its own packets hit, so one instance's idle entry may be a busy
+  // station on another lcore. The control plane therefore asks every
+  // instance for its idle learned entries (MAC keys, ascending), removes
+  // those idle on all of them (control::ControlPlane::age_macs) and pushes
+  // the removal to every instance with expire(), so the tables stay equal.
+  std::vector<uint64_t> idle_learned(uint64_t now_ns) const;
+  // Removes the learned entries among `keys` (static ones stay); returns
+  // how many and counts them in fwd_aged.
+  std::size_t expire(std::span<const uint64_t> keys);
+  // Counters of table state every instance holds alike, because the control
+  // plane applies the change to every instance (installed digests:
+  // fwd_learned, fwd_moved; fwd_aged; table sizes). A sum over instances
+  // takes them from one instance; every other counter is per packet and is
+  // summed. (With one instance and no digest sink, learning is direct and
+  // the instance's own counts are the switch's.)
+  static bool is_table_counter(std::string_view name);
   const ForwardingConfig& config() const { return cfg_; }
 
   template <typename Fn> void for_each_route(Fn&& fn) const {
@@ -120,11 +139,16 @@ class Forwarding {
   // The same for a program that works on parsed Headers (the TNA-model agq
   // program): rewrites `hdr` for an ARP reply; the program deparses after.
   tna::Decision apply(Headers& hdr, const tna::IngressIntrinsicMd& md);
-  // Burst stage: starts loading the table slots apply() will read.
-  void prefetch(const uint8_t* frame) const {
-    dmac_.prefetch(load_mac(frame));
-    dmac_.prefetch(load_mac(frame + 6));
-  }
+  // The ordinary frames of a burst, stage by stage (VPP-style; l3fwd's
+  // lookup-burst idea): `idx` lists, in arrival order, the burst indices of
+  // the frames to forward -- each parsed without error into views[index] and
+  // not aggregation traffic. Stage 1 reads every frame's keys and prefetches
+  // the MAC and route slots it will read; stage 2 decides frame by frame in
+  // arrival order (what packet i learns is visible to packet i+1). Equal to
+  // apply() on each listed frame in order (forwarding_differential_test).
+  // At most kBurstMax frames per call.
+  static constexpr unsigned kBurstMax = 64;
+  void apply_burst(tna::BurstPacket* pkts, const FrameView* views, const uint8_t* idx, unsigned n);
 
   // MAC <-> 48-bit key (first octet most significant).
   static uint64_t mac_key(const proto::Mac& m) {
@@ -154,20 +178,36 @@ class Forwarding {
              moved = 0, aged = 0, digests = 0;
   };
   // What the decision needs from a frame, however it was parsed.
+  // Trivial (no member initializers), so a burst's array costs nothing to
+  // declare: read_fields() writes every member, `Fields f{}` zeroes one.
   struct Fields {
-    uint64_t dst = 0, src = 0;      // MAC keys
-    bool arp_request = false;       // Ethernet/IPv4 ARP request, not gratuitous
-    uint32_t arp_tpa = 0;
-    bool ipv4 = false;
-    uint32_t ipv4_dst = 0;
+    uint64_t dst, src;  // MAC keys
+    uint32_t arp_tpa;
+    uint32_t ipv4_dst;
+    bool arp_request;   // Ethernet/IPv4 ARP request, not gratuitous
+    bool ipv4;
     // Set by decide(): the request is answered with this MAC.
-    bool arp_answered = false;
-    uint64_t arp_answer = 0;
+    bool arp_answered;
+    uint64_t arp_answer;
   };
+  // What decide() may skip for a whole burst: learning off, no host route,
+  // no ARP proxy entry (a lookup in an empty table is a miss). Read once per
+  // burst; nothing on the packet path changes them (learning only writes
+  // dmac).
+  struct Hoisted {
+    bool learning, routes, arp_proxies;
+  };
+  Hoisted hoisted() const { return {cfg_.learning, ipv4_host_.size() != 0, arp_proxy_.size() != 0}; }
+  // The fields of a frame parsed into `v`, read in place.
+  [[gnu::always_inline]] static inline void read_fields(const uint8_t* frame, const FrameView& v, Fields& f);
+  // Rewrites the ARP request at `arp` (inside `frame`) into the reply
+  // carrying `answer`, in place.
+  static void write_arp_reply(uint8_t* frame, uint8_t* arp, uint64_t answer);
   // The forwarding control proper; on a proxied ARP request it sets
   // f.arp_answer* and the caller rewrites the frame or the headers.
-  // Inlined into both apply()s (defined in forwarding.cpp, the only user).
-  [[gnu::always_inline]] inline void decide(Fields& f, const tna::IngressIntrinsicMd& md, tna::Decision& out);
+  // Inlined into every apply (defined in forwarding.cpp, the only user).
+  [[gnu::always_inline]] inline void decide(Fields& f, Hoisted h, const tna::IngressIntrinsicMd& md,
+                                            tna::Decision& out);
   // Learning: the common case (a known station on its port) refreshes the
   // hit state inline; everything else takes learn_slow().
   [[gnu::always_inline]] inline void learn(uint64_t src, tna::PortId port, uint64_t now_ns);

@@ -18,7 +18,8 @@ BUILD_DIR = Path(os.environ.get("AGQ_BUILD_DIR", SOURCE_DIR / "build"))
 
 
 def binary(name: str) -> Path:
-    for cand in (BUILD_DIR / "switch" / name, BUILD_DIR / "workers" / name, BUILD_DIR / name):
+    for cand in (BUILD_DIR / "switch" / name, BUILD_DIR / "workers" / name, BUILD_DIR / "bench" / name,
+                 BUILD_DIR / name):
         if cand.exists():
             return cand
     raise FileNotFoundError(f"{name} not built under {BUILD_DIR}")
@@ -119,7 +120,9 @@ def run(argv: list, timeout: float = 60.0) -> subprocess.CompletedProcess:
     return subprocess.run([str(a) for a in argv], capture_output=True, text=True, timeout=timeout)
 
 
-def agqctl(socket: Path, *words: str, timeout: float = 10.0) -> subprocess.CompletedProcess:
+def agqctl(socket: Path, *words: str, timeout: float = 30.0) -> subprocess.CompletedProcess:
+    # Above agqctl's own 15 s (ctl_protocol.hpp): on a loaded 2-vCPU machine
+    # the switch's lcores may take a while to be scheduled and ack.
     return run([binary("agqctl"), "--socket", socket, *words], timeout=timeout)
 
 

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from harness import agqctl, binary, counters, eal_args, memif_vdev, wait_for
+from harness import agqctl, binary, counters, eal_args, memif_vdev, unique_prefix, wait_for
 
 # (job id, worker processes as lists of worker ids, slots, rows, max_width, source)
 JOBS = [
@@ -71,7 +71,7 @@ def run_two_jobs(procs, tmp_path, loss, elements, rounds, deadline_s, lcores="0"
     topo = Topology(tmp_path)
     cfg = tmp_path / "agq.toml"
     cfg.write_text(topo.config())
-    tag = f"aw{tmp_path.name[-10:]}"
+    tag = unique_prefix("aw")  # per process: two users running this test at once must not share EAL prefixes
     vdevs = [memif_vdev(i, s, "server") for i, s in enumerate(topo.socks)]
     sw = procs.start("switch", [binary("agq-switch"), *eal_args(f"{tag}sw", lcores, vdevs), "--",
                                 "--config", cfg, "--ctl-socket", topo.ctl, "--idle-sleep-us", "100"])

@@ -2,7 +2,9 @@
 // (pipeline/agq/, the reference): seeded random multi-job traces through
 // both -- protocol traffic with loss, duplicates, retransmissions after
 // completion and slot reuse in both versions; random and malformed DATA of
-// every kind; PS_RESULTs; ordinary traffic and garbage; tiny row quotas
+// every kind; PS_RESULTs; ordinary traffic of every kind (ARP proxied,
+// routed, L2 unicast / flood / same port, learning and moves) interleaved
+// with agq frames in most bursts, and garbage; tiny row quotas
 // (PS fallback); OVERFLOW; both lane profiles; jobs added and removed
 // mid-trace; bursts with several packets on one slot and one row. Every
 // output frame (bytes and decision), every egress replica, every counter
@@ -14,6 +16,7 @@
 #include <random>
 #include <set>
 
+#include "../common/random_frames.hpp"
 #include "agq_test_util.hpp"
 #include "pipeline/agq_fast/agq_fast_program.hpp"
 #include "pipeline/agq_fast/wire.hpp"
@@ -61,7 +64,18 @@ struct SlotUse {
 
 class Trace {
  public:
-  Trace(uint64_t seed) : rng_(seed) {}
+  Trace(uint64_t seed) : rng_(seed), fg_(seed ^ 0x5EED) {}
+
+  // Ordinary traffic of every kind the forwarding control distinguishes
+  // (testframes::FrameGen: ARP requests to proxied and other addresses,
+  // routed and switched IPv4, classic AGQ frames, plain L2, VLAN tags,
+  // damaged frames), with its tables installed in both programs.
+  template <typename Prog> void install_forwarding(Prog& p) {
+    p.forwarding().add_route(fg_.host(1), 2);
+    p.forwarding().add_route(fg_.host(2), 3);
+    p.forwarding().add_arp_proxy(fg_.host(3), fg_.station(5));
+    p.forwarding().add_static_mac(fg_.station(0), 1);
+  }
 
   std::mt19937_64& rng() { return rng_; }
   unsigned below(unsigned n) { return unsigned(rng_() % n); }
@@ -87,7 +101,7 @@ class Trace {
   // One input frame; nullopt when the generator "lost" the packet.
   std::optional<Frame> next() {
     const unsigned k = below(100);
-    if (jobs_.empty() || k < 6) return ordinary();
+    if (jobs_.empty() || k < 12) return ordinary();
     if (k < 66) return protocol();
     if (k < 76) return random_data();
     if (k < 84) return ps_result();
@@ -223,6 +237,7 @@ class Trace {
 
   std::optional<Frame> ordinary() {
     sticky_ = false;
+    if (chance(0.6)) return Frame{fg_.any(false, 15), tna::PortId(fg_.below(fg_.universe().ports))};
     proto::UdpFrameSpec s;
     s.src_mac = {0x02, 0, 0, 0, 0x77, uint8_t(below(4))};
     s.dst_mac = chance(0.5) ? proto::Mac{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF} : proto::Mac{0x02, 0, 0, 0, 0x77, uint8_t(below(4))};
@@ -240,6 +255,7 @@ class Trace {
   }
 
   std::mt19937_64 rng_;
+  testframes::FrameGen fg_;
   std::map<uint16_t, JobSpec> jobs_;
   std::map<std::pair<uint16_t, uint16_t>, SlotUse> uses_;
   std::pair<uint16_t, uint16_t> last_{0, 0};
@@ -280,12 +296,15 @@ void expect_same_cells(const AgqSwitchProgram& a, const AgqSwitchProgram& b, con
 
 struct Stats {
   uint64_t packets = 0, bursts = 0, shared_slot_bursts = 0, results = 0, replicas = 0, jobs_changed = 0;
+  uint64_t mixed_bursts = 0;  // agq frames and ordinary frames interleaved in one burst
   std::map<std::string, uint64_t> counters;  // the model's, summed over the trace
 };
 
 void run_trace(uint64_t seed, fast::Simd simd, unsigned n_packets, Stats& st) {
   Programs p(simd);
   Trace t(seed);
+  t.install_forwarding(p.model);
+  t.install_forwarding(p.fast);
   uint16_t next_id = 1;
   auto add = [&](const JobSpec& j) {
     const auto e1 = p.model.add_job(j);
@@ -322,7 +341,11 @@ void run_trace(uint64_t seed, fast::Simd simd, unsigned n_packets, Stats& st) {
     std::vector<Decision> model_d(n);
     std::set<uint32_t> slot_keys;  // job << 16 | slot
     bool shared = false;
+    unsigned agq_frames = 0, ordinary_frames = 0;
     for (unsigned i = 0; i < n; ++i) {
+      pipeline::FrameView v;
+      if (pipeline::parse_view(in[i].bytes.data(), in[i].bytes.size(), v) == pipeline::ParserError::None)
+        ++(v.agq_valid ? agq_frames : ordinary_frames);
       model_bytes.push_back(in[i].bytes);
       fast_bytes.push_back(in[i].bytes);
       tna::IngressIntrinsicMd md;
@@ -353,6 +376,7 @@ void run_trace(uint64_t seed, fast::Simd simd, unsigned n_packets, Stats& st) {
       }
     }
     st.shared_slot_bursts += shared;
+    st.mixed_bursts += agq_frames != 0 && ordinary_frames != 0;
     ++st.bursts;
     for (unsigned i = 0; i < n; ++i) {
       const std::string what = "seed " + std::to_string(seed) + " simd " + fast::to_string(simd) + " packet " +
@@ -402,17 +426,20 @@ TEST(AgqFastDiff, RandomTracesEqualTheModelFrameByFrameAndCellByCell) {
       Stats st;
       run_trace(seed, simd, kPackets, st);
       if (HasFatalFailure()) return;
-      std::printf("seed %lu %s: %lu packets in %lu bursts (%lu with two packets on one slot), %lu results, "
-                  "%lu replicas, %lu job changes\n",
+      std::printf("seed %lu %s: %lu packets in %lu bursts (%lu with two packets on one slot, %lu mixing agq "
+                  "and ordinary frames), %lu results, %lu replicas, %lu job changes\n",
                   (unsigned long)seed, fast::to_string(simd), (unsigned long)st.packets, (unsigned long)st.bursts,
-                  (unsigned long)st.shared_slot_bursts, (unsigned long)st.results, (unsigned long)st.replicas,
+                  (unsigned long)st.shared_slot_bursts, (unsigned long)st.mixed_bursts, (unsigned long)st.results, (unsigned long)st.replicas,
                   (unsigned long)st.jobs_changed);
       EXPECT_GT(st.shared_slot_bursts, st.bursts / 4);
+      EXPECT_GT(st.mixed_bursts, st.bursts / 2);
       // The trace reaches every path of the pipeline.
       for (const char* c : {"agq_first", "agq_results", "agq_result_resent", "agq_absorbed", "agq_duplicate",
                             "agq_fallback", "agq_fallback_data", "agq_ps_results", "agq_overflow",
                             "drops_agq_malformed", "drops_agq_unknown_job", "drops_agq_bad_worker",
-                            "drops_agq_bad_slot", "drops_agq_bad_width", "parser_errors"})
+                            "drops_agq_bad_slot", "drops_agq_bad_width", "parser_errors", "fwd_routed",
+                            "fwd_l2_unicast", "fwd_flooded", "fwd_arp_answered", "fwd_learned", "fwd_moved",
+                            "drops_l2_same_port"})
         EXPECT_GT(st.counters[c], 0u) << c;
       if (seed == 1 && simd == variants().front())
         for (const auto& [name, v] : st.counters) std::printf("  %s %lu\n", name.c_str(), (unsigned long)v);

@@ -3,6 +3,7 @@
 // and with an executor every closure runs on the instance's own thread.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <thread>
@@ -134,6 +135,67 @@ TEST(Pipes, ControlCommandsChangeEveryInstance) {
   }
   EXPECT_EQ(cp.execute("mac del 02:00:00:00:00:09"), "ok\n");
   EXPECT_NE(cp.execute("mac del 02:00:00:00:00:09").rfind("error: no entry", 0), std::string::npos);
+}
+
+// Shared-nothing MAC state: a digest is installed in every instance and
+// counted once; each instance refreshes only the entries its own packets hit,
+// so ageing removes an entry only when it is idle on every instance, and
+// then from every instance (the tables stay equal).
+TEST(Pipes, LearnedMacsAreCountedOnceAndAgedOnTheUnionOfTheInstancesViews) {
+  TwoPipes t;
+  Pipes& p = *t.pipes;
+  NoDataplane dp;
+  ControlPlane cp(p, dp, "");
+  constexpr uint64_t kSecond = 1'000'000'000;
+  p.all([](pipeline::SwitchProgram& s) { s.forwarding().set_ageing_ns(5 * kSecond); });
+  const tna::MacDigest busy{{0x02, 0, 0, 0, 0, 0xB1}, 1}, idle{{0x02, 0, 0, 0, 0, 0x1D}, 2};
+  const uint64_t t0 = 100 * kSecond;
+  // The control thread installs both digests in both instances at t0.
+  p.all([&](pipeline::SwitchProgram& s) {
+    s.forwarding().apply_mac_digest(busy, t0);
+    s.forwarding().apply_mac_digest(idle, t0);
+  });
+  // Station `busy` keeps talking, but only instance 1 sees its packets.
+  proto::UdpFrameSpec f;
+  f.dst_mac = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+  f.src_mac = {0x02, 0, 0, 0, 0, 0xB1};
+  f.src_port = f.dst_port = 9999;
+  const uint8_t payload[8] = {};
+  auto frame = proto::build_udp_frame(f, payload);
+  tna::IngressIntrinsicMd md;
+  md.ingress_port = 1;
+  md.ingress_mac_tstamp_ns = t0 + 8 * kSecond;
+  p.instance(1).process(frame, md);
+  auto table = [&](unsigned i) {
+    std::vector<proto::Mac> macs;
+    p.instance(i).forwarding().for_each_mac([&](const proto::Mac& m, const auto&) { macs.push_back(m); });
+    std::sort(macs.begin(), macs.end());
+    return macs;
+  };
+  auto counter = [&](std::string_view want) {
+    uint64_t v = ~0ull;
+    p.visit_counters([&](std::string_view n, uint64_t x) {
+      if (n == want) v = x;
+    });
+    return v;
+  };
+  EXPECT_EQ(counter("fwd_learned"), 2u);  // not 2 per instance
+  EXPECT_EQ(counter("fwd_mac_entries"), 2u);
+  EXPECT_EQ(counter("fwd_flooded"), 1u);  // per packet: summed
+  // t0 + 10 s: both entries are idle on instance 0; `busy` is fresh on
+  // instance 1 (seen 2 s ago), so only `idle` goes, from both instances.
+  EXPECT_EQ(cp.age_macs(t0 + 10 * kSecond), 1u);
+  const std::vector<proto::Mac> want{{0x02, 0, 0, 0, 0, 0xB1}};
+  EXPECT_EQ(table(0), want);
+  EXPECT_EQ(table(1), want);
+  EXPECT_EQ(counter("fwd_aged"), 1u);
+  EXPECT_EQ(counter("fwd_mac_entries"), 1u);
+  // t0 + 14 s: `busy` has been idle on instance 1 for 6 s too.
+  EXPECT_EQ(cp.age_macs(t0 + 14 * kSecond), 1u);
+  EXPECT_TRUE(table(0).empty());
+  EXPECT_TRUE(table(1).empty());
+  EXPECT_EQ(counter("fwd_aged"), 2u);
+  EXPECT_EQ(cp.age_macs(t0 + 20 * kSecond), 0u);
 }
 
 }  // namespace

@@ -25,6 +25,25 @@ TEST(DropSim, StartsAtZeroAndKeepsPortsAndDirectionsApart) {
   EXPECT_EQ(s.threshold(1, SimDir::Tx), 0u);
 }
 
+// active(d): the lcores' once-per-burst check; it must follow every change.
+TEST(DropSim, ActiveFollowsTheThresholds) {
+  DropSim s(2);
+  EXPECT_FALSE(s.active(SimDir::Rx));
+  EXPECT_FALSE(s.active(SimDir::Tx));
+  s.set(1, SimDir::Tx, 0.25);
+  EXPECT_TRUE(s.active(SimDir::Tx));
+  EXPECT_FALSE(s.active(SimDir::Rx));
+  s.set(0, SimDir::Tx, 0.5);
+  s.set(1, SimDir::Tx, 0.0);
+  EXPECT_TRUE(s.active(SimDir::Tx));  // port 0 still drops
+  s.set(0, SimDir::Tx, 0.0);
+  EXPECT_FALSE(s.active(SimDir::Tx));
+  s.set(0, SimDir::Rx, 1.0);
+  EXPECT_TRUE(s.active(SimDir::Rx));
+  s.clear();
+  EXPECT_FALSE(s.active(SimDir::Rx));
+}
+
 TEST(DropSim, ClampsNonsense) {
   DropSim s(1);
   s.set(0, SimDir::Rx, 2.0);

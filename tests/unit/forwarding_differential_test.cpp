@@ -3,8 +3,9 @@
 // IPv4 routed and not; L2 known, unknown, broadcast and multicast; VLAN
 // tags; mutations and garbage):
 //  - parse_view() agrees with parse() on error, validity and offsets;
-//  - Forwarding::apply on the frame's bytes, Forwarding::apply on parsed
-//    Headers + deparse, and ForwardingReference (the std::unordered_map
+//  - Forwarding::apply on the frame's bytes, Forwarding::apply_burst over
+//    bursts of random sizes, Forwarding::apply on parsed Headers + deparse,
+//    and ForwardingReference (the std::unordered_map
 //    implementation it replaced) agree on every decision, every output
 //    byte, the MAC tables, the digests and the counters, with control-plane
 //    changes (routes, static MACs, proxies, ageing, digests) mid-trace;
@@ -115,18 +116,73 @@ void forwarding_trace(uint64_t seed, bool digests) {
   FrameGen gen(seed);
   const ForwardingConfig cfg{.learning = seed % 5 != 0, .ageing_ns = 300, .mac_capacity = 5, .route_capacity = 6,
                              .arp_capacity = 3};
-  Forwarding fast(cfg), fast_hdr(cfg);
+  Forwarding fast(cfg), fast_hdr(cfg), fast_burst(cfg);
   ForwardingReference ref(cfg);
-  Sink s_fast, s_hdr, s_ref;
+  Sink s_fast, s_hdr, s_ref, s_burst;
   if (digests) {
     fast.set_digest_sink(&s_fast);
     fast_hdr.set_digest_sink(&s_hdr);
+    fast_burst.set_digest_sink(&s_burst);
     ref.set_digest_sink(&s_ref);
   }
+  // fast_burst gets the same frames through apply_burst(), in bursts of a
+  // random size (1..kBurstMax) cut wherever the control plane acts, each
+  // frame checked against the reference's decision and bytes at the flush.
+  struct Pending {
+    Frame in, want;
+    tna::IngressIntrinsicMd md;
+    tna::Decision want_d;
+    int i;
+  };
+  std::vector<Pending> pending;
+  unsigned burst_target = 1;
+  auto flush = [&] {
+    if (pending.empty()) return;
+    // Frames the forwarding stage does not get (not listed in idx) are
+    // interleaved, as a program's burst holds aggregation packets too: they
+    // must come out untouched.
+    std::vector<Frame> bytes;
+    std::vector<int> which;  // pending index, -1: not for forwarding
+    for (std::size_t k = 0; k < pending.size(); ++k) {
+      if (gen.chance(25) && which.size() + 1 < Forwarding::kBurstMax) {
+        bytes.push_back(gen.any(false, 0));
+        which.push_back(-1);
+      }
+      bytes.push_back(pending[k].in);
+      which.push_back(int(k));
+    }
+    std::vector<tna::BurstPacket> pkts;
+    std::vector<FrameView> views(bytes.size());
+    std::vector<uint8_t> idx;
+    const tna::Decision untouched = tna::Decision::drop(0xBEEF);
+    for (std::size_t k = 0; k < bytes.size(); ++k) {
+      pkts.push_back(tna::BurstPacket{bytes[k].data(), uint16_t(bytes[k].size()), {}, untouched});
+      if (which[k] < 0) continue;
+      pkts[k].md = pending[which[k]].md;
+      pipeline::parse_view(bytes[k].data(), bytes[k].size(), views[k]);
+      idx.push_back(uint8_t(k));
+    }
+    const std::vector<Frame> before = bytes;
+    fast_burst.apply_burst(pkts.data(), views.data(), idx.data(), unsigned(idx.size()));
+    for (std::size_t k = 0; k < bytes.size(); ++k) {
+      if (which[k] < 0) {
+        ASSERT_TRUE(same(pkts[k].decision, untouched));
+        ASSERT_EQ(bytes[k], before[k]);
+        continue;
+      }
+      const Pending& p = pending[which[k]];
+      ASSERT_TRUE(same(pkts[k].decision, p.want_d)) << "seed " << seed << " frame " << p.i;
+      ASSERT_EQ(bytes[k], p.want) << "seed " << seed << " frame " << p.i;
+    }
+    pending.clear();
+    burst_target = 1 + gen.below(Forwarding::kBurstMax / 2);
+  };
   auto all = [&](auto&& fn) {
-    const auto a = fn(fast), b = fn(fast_hdr), c = fn(ref);
+    flush();
+    const auto a = fn(fast), b = fn(fast_hdr), c = fn(ref), d = fn(fast_burst);
     EXPECT_EQ(a, c);
     EXPECT_EQ(b, c);
+    EXPECT_EQ(d, c);
   };
   all([&](auto& f) { return f.add_route(gen.host(1), 2); });
   all([&](auto& f) { return f.add_arp_proxy(gen.host(3), gen.station(5)); });
@@ -150,9 +206,11 @@ void forwarding_trace(uint64_t seed, bool digests) {
         case 7: {
           tna::MacDigest d{{m[0], m[1], m[2], m[3], m[4], m[5]}, port};
           if (gen.chance(10)) d.mac[0] |= 1;
+          flush();
           const int want = int(ref.apply_mac_digest(d, now));
           EXPECT_EQ(int(fast.apply_mac_digest(d, now)), want);
           EXPECT_EQ(int(fast_hdr.apply_mac_digest(d, now)), want);
+          EXPECT_EQ(int(fast_burst.apply_mac_digest(d, now)), want);
           break;
         }
         default: all([&](auto& f) { f.clear_counters(); return 0; }); break;
@@ -184,10 +242,18 @@ void forwarding_trace(uint64_t seed, bool digests) {
     ASSERT_TRUE(same(d_hdr, d_ref)) << "seed " << seed << " frame " << i;
     ASSERT_EQ(f_fast, f_ref) << "seed " << seed << " frame " << i;
     ASSERT_EQ(f_hdr, f_ref) << "seed " << seed << " frame " << i;
+    pending.push_back({f, f_ref, md, d_ref, i});
+    if (pending.size() >= burst_target) flush();
+    if (::testing::Test::HasFatalFailure()) return;
     if (i % 500 == 0) {
       ASSERT_EQ(mac_table(fast), mac_table(ref)) << "seed " << seed << " frame " << i;
     }
   }
+  flush();
+  if (::testing::Test::HasFatalFailure()) return;
+  EXPECT_EQ(mac_table(fast_burst), mac_table(ref));
+  EXPECT_EQ(counters(fast_burst), counters(ref));
+  EXPECT_EQ(s_burst.got, s_ref.got);
   EXPECT_EQ(mac_table(fast), mac_table(ref));
   EXPECT_EQ(mac_table(fast_hdr), mac_table(ref));
   EXPECT_EQ(routes(fast), routes(ref));

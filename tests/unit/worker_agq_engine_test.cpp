@@ -150,7 +150,7 @@ struct Rig {
         for (auto& [to, o] : sw.process(p, *h)) {
           if (drop && drop(to, o)) continue;
           std::vector<uint8_t> buf(kAgqDataFrameLen);
-          AgqFrameTemplate(agq_ps_endpoint(1), agq_worker_endpoint(1, 0)).write(o, buf.data());
+          agq_frame_template(agq_ps_endpoint(1), agq_worker_endpoint(1, 0)).write(o, buf.data());
           if (to == 0)
             ps.on_frame(0, buf, now);
           else

@@ -392,3 +392,99 @@ TEST(AllreduceEngine, RejectsBadOpsAndJobs) {
   EXPECT_EQ(AllreduceJob::row_shift_for(64, 16), 2);
   EXPECT_EQ(AllreduceJob::row_shift_for(100, 16), 3);
 }
+
+namespace {
+
+// Steps (1 ms each) until every engine is idle, with the `k`-th frame on the
+// wire (DATA or RESULT, counted from 1) lost; the engines' tuning as given.
+struct LossRun {
+  uint64_t steps = 0, retransmissions = 0, fast = 0, probes = 0, spurious = 0;
+};
+LossRun run_with_one_loss(unsigned n, size_t chunks, int lose_k, uint64_t reo_min_ns, bool tail_probe) {
+  Net net(n, 16);
+  for (auto& c : net.cfgs) {
+    c.tuning.reo_min_ns = reo_min_ns;
+    c.tuning.tail_probe = tail_probe;
+    c.tuning.rto_min_ns = 20'000'000;  // an RTO far above the round trip: what a loaded host needs
+  }
+  net.start();
+  int k = 0;
+  net.drop = [&] { return ++k == lose_k; };
+  std::vector<std::vector<float>> in, out;
+  std::vector<OpPtr> ops;
+  for (unsigned w = 0; w < n; ++w) {
+    in.push_back(gradient(w, 32 * chunks, 11));
+    out.emplace_back(in.back().size());
+  }
+  for (unsigned w = 0; w < n; ++w) {
+    ops.push_back(make_op(1, in[w], out[w]));
+    net.engines[w]->submit(ops.back());
+  }
+  LossRun r;
+  const uint64_t t0 = net.now;
+  EXPECT_TRUE(net.run_until([&] { return net.all_idle(); }, 60000)) << net.engines[0]->diagnostic();
+  expect_sum(in, out, *ops[0]);
+  r.steps = (net.now - t0) / 1'000'000;
+  for (auto& e : net.engines) {
+    r.retransmissions += e->counters().retransmissions;
+    r.fast += e->stats().fast_retransmissions;
+    r.probes += e->stats().tail_probes;
+    r.spurious += e->stats().spurious;
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST(AllreduceEngine, LossMidStreamIsFoundByOrderNotByTheRto) {
+  // 400 chunks over 16 slots; frame 300 is lost somewhere in the middle.
+  const LossRun rack = run_with_one_loss(2, 400, 300, 20'000, true);
+  const LossRun rto = run_with_one_loss(2, 400, 300, 0, false);
+  EXPECT_GE(rack.fast, 1u);
+  EXPECT_EQ(rack.probes, 0u);
+  EXPECT_EQ(rto.fast, 0u);
+  EXPECT_GE(rto.retransmissions, 1u);
+  // The RTO (>= 20 ms) is paid without RACK only: a deterministic step count, not a timing.
+  EXPECT_LE(rack.steps + 15, rto.steps) << rack.steps << " vs " << rto.steps;
+}
+
+TEST(AllreduceEngine, LossInTheTailIsFoundByTheProbe) {
+  // 2 workers x 40 chunks: frames 1..80 are the first transmissions of DATA
+  // and RESULTs interleaved; losing one of the last ones leaves no later
+  // sequence to reveal it, so the tail probe finds it.
+  unsigned probed = 0;
+  for (int lose = 150; lose <= 160; ++lose) {
+    const LossRun tlp = run_with_one_loss(2, 40, lose, 20'000, true);
+    const LossRun rto = run_with_one_loss(2, 40, lose, 20'000, false);
+    EXPECT_LE(tlp.steps, rto.steps) << lose;
+    if (tlp.probes) {
+      ++probed;
+      EXPECT_LT(tlp.steps + 10, rto.steps) << lose;
+    }
+  }
+  EXPECT_GE(probed, 1u);
+}
+
+TEST(AllreduceEngine, NoLossNoRetransmissionAndEveryLaneKeepsItsOrder) {
+  // The switch serves shards on 3 lcores (only order within one matters): no
+  // loss, no retransmission, nothing spurious.
+  Net net(3, 32);
+  for (auto& c : net.cfgs) c.job.switch_lcores = 3, c.job.row_shift = 1;
+  net.start();
+  std::vector<std::vector<float>> in, out;
+  std::vector<OpPtr> ops;
+  for (unsigned w = 0; w < 3; ++w) {
+    in.push_back(gradient(w, 32 * 1000 + 5, 12));
+    out.emplace_back(in.back().size());
+  }
+  for (unsigned w = 0; w < 3; ++w) {
+    ops.push_back(make_op(1, in[w], out[w]));
+    net.engines[w]->submit(ops.back());
+  }
+  ASSERT_TRUE(net.run_until([&] { return net.all_idle(); }, 20000));
+  expect_sum(in, out, *ops[0]);
+  for (auto& e : net.engines) {
+    EXPECT_EQ(e->counters().retransmissions, 0u);
+    EXPECT_EQ(e->stats().spurious, 0u);
+  }
+}

@@ -141,7 +141,7 @@ TEST(WorkerSource, NpyFileRoundTripWithIdPattern) {
 
 TEST(WorkerWire, ContributionFrameParsesBack) {
   const auto ep = worker_endpoint(2, 5);
-  FrameTemplate t(ep, ps_endpoint(2).mac, ps_endpoint(2).ip);
+  const FrameTemplate t = classic_frame_template(ep, ps_endpoint(2));
   uint8_t buf[kAgqFrameLen];
   t.write(make_agq(0x1003, 5, 4, 300, 0, 77, Kind::Contribution, {1, 2, 3, 4}), buf);
   const RxPacket r = classify(buf);

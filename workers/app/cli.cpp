@@ -63,6 +63,10 @@ int parse_options(int argc, char** argv, Options& o) {
   app.add_option("--job-file", o.job_file, "agq: the job as `agqctl job get ID --json` wrote it");
   app.add_option("--lanes", o.lanes, "agq: the job's lane profile, 32 or 16 (PROTOCOL.md §10)")
       ->check(CLI::IsMember({32u, 16u}))->capture_default_str();
+  app.add_option("--switch-lcores", o.switch_lcores,
+                 "agq: the switch's dataplane lcores (it serves shard k in order on lcore k mod this; loss is "
+                 "found by order per lcore). From the switch with --switch-ctl/--job-file")
+      ->check(CLI::Range(1u, 4096u))->capture_default_str();
   app.add_option("--max-retries", o.max_retries, "agq: retransmissions of one slot before giving up (exit 4)")
       ->capture_default_str();
   app.add_option("--slot-base", o.job.slot_base, "first aggregator (hash1) of the job")->capture_default_str();
@@ -107,7 +111,8 @@ int parse_options(int argc, char** argv, Options& o) {
                                              "--retry-ms", "--stall-timeout"};
   static const char* const kAgqOnly[] = {"--slots", "--rows", "--rounds", "--init-width", "--init-scale",
                                          "--error-budget", "--margin", "--rto-ms", "--rto-min-ms", "--rto-max-ms",
-                                         "--max-retries", "--verify", "--lanes", "--switch-ctl", "--job", "--job-file"};
+                                         "--max-retries", "--verify", "--lanes", "--switch-ctl", "--job", "--job-file",
+                                         "--switch-lcores"};
   const std::vector<const char*> other = protocol == "agq"
                                               ? std::vector<const char*>(std::begin(kClassicOnly), std::end(kClassicOnly))
                                               : std::vector<const char*>(std::begin(kAgqOnly), std::end(kAgqOnly));

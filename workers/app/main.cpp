@@ -6,6 +6,8 @@
 #include <cstring>
 #include <vector>
 
+#include <rte_lcore.h>
+
 #include "app/options.hpp"
 #include "app/ports.hpp"
 #include "app/run.hpp"
@@ -46,8 +48,13 @@ int main(int argc, char** argv) {
     Ports ports;
     std::string err;
     // agq workers keep one mbuf per outstanding slot (lib/allreduce_engine.hpp).
-    const unsigned extra = o.protocol == Protocol::Agq && o.role == Role::Worker ? unsigned(o.ids.size()) * o.agq.slots : 0;
-    if (!ports.open(o.connect_timeout_s, err, 1, extra)) {
+    // An agq worker runs one part per EAL lcore, each on its own queue of
+    // every port (memif: the client asks for that many rings; the switch
+    // serves them with --memif-queues = its lcores, PROTOCOL.md §10).
+    const bool agq_worker = o.protocol == Protocol::Agq && o.role == Role::Worker;
+    const unsigned queues = agq_worker ? rte_lcore_count() : 1;
+    const unsigned extra = agq_worker ? queues * unsigned(o.ids.size()) * o.agq.slots : 0;
+    if (!ports.open(o.connect_timeout_s, err, queues, extra)) {
       std::fprintf(stderr, "agq-worker: %s\n", err.c_str());
       eal_cleanup();
       return 3;

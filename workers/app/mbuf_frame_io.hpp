@@ -11,13 +11,13 @@
 #include <cstdint>
 #include <vector>
 
+#include <rte_mbuf.h>
+#include <rte_prefetch.h>
+
+#include "app/ports.hpp"
 #include "lib/allreduce_engine.hpp"
 
-struct rte_mbuf;
-
 namespace agq::worker {
-
-class Ports;
 
 class MbufFrameIo final : public FrameIo {
  public:
@@ -55,6 +55,80 @@ class MbufFrameIo final : public FrameIo {
   unsigned n_free_ = 0;
   uint64_t dropped_ = 0, copies_ = 0;
   bool ok_ = true;
+};
+
+// The receive side of an engine on MbufFrameIo (agq-worker's lcores and
+// libagq's poll thread): bursts of `queue` of `port` until the queue comes
+// back short (at most max_bursts, so tx is not starved), the next frame
+// prefetched, every mbuf to f(m) (which adopts or releases it). drained =
+// false when the queue may still hold frames: the caller then runs the
+// engine's tick without timers (a RESULT waiting in the ring is not a loss).
+template <typename F>
+unsigned drain_rx(Ports& ports, uint16_t port, uint16_t queue, F&& f, bool& drained, unsigned max_bursts = 16) {
+  constexpr unsigned kRx = 32;
+  rte_mbuf* m[kRx];
+  unsigned total = 0;
+  for (unsigned r = 0; r < max_bursts; ++r) {
+    const unsigned n = ports.rx_burst(port, queue, m, kRx);
+    for (unsigned i = 0; i < n; ++i) {
+      if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(m[i + 1], void*));
+      f(m[i]);
+    }
+    total += n;
+    if (n < kRx) return total;
+  }
+  drained = false;
+  return total;
+}
+
+// A received frame's bytes, and what becomes of it once the engine saw it:
+// a RESULT the engine completed (b >= 0, AllreduceEngine::on_frame) becomes
+// that slot's buffer (the next DATA is written into it), the rest is freed
+// in bulk.
+inline std::span<const uint8_t> bytes_of(const rte_mbuf* m) {
+  return {rte_pktmbuf_mtod(m, const uint8_t*), rte_pktmbuf_data_len(m)};
+}
+inline void keep_or_free(MbufFrameIo& io, rte_mbuf* m, int b) {
+  if (b >= 0)
+    io.adopt(uint32_t(b), m);
+  else
+    io.release(m);
+}
+
+// Link state of every port, looked at every 20 ms: a change goes to the io
+// (down: frames dropped, so retransmission timers keep counting) and to
+// on_change(port, up). A link down for a while is restarted every 500 ms
+// when may_reconnect (memif: a restarted switch serves its socket anew; a
+// port must not be restarted under another lcore's rx/tx).
+class LinkWatch {
+ public:
+  LinkWatch(Ports& ports, MbufFrameIo& io, bool may_reconnect)
+      : ports_(ports), io_(io), reconnect_(may_reconnect), up_(ports.count(), 1) {}
+  template <typename F>
+  void poll(uint64_t now, F&& on_change) {
+    if (now < next_) return;
+    next_ = now + 20'000'000;
+    for (uint16_t p = 0; p < ports_.count(); ++p) {
+      bool u = ports_.link_up(p);
+      if (reconnect_ && !u && !up_[p] && now >= next_reconnect_) {
+        next_reconnect_ = now + 500'000'000;
+        ports_.reconnect(p);
+        u = ports_.link_up(p);
+      }
+      if (u == bool(up_[p])) continue;
+      if (!u) next_reconnect_ = now + 300'000'000;
+      up_[p] = u;
+      io_.set_link(p, u);
+      on_change(p, u);
+    }
+  }
+
+ private:
+  Ports& ports_;
+  MbufFrameIo& io_;
+  bool reconnect_;
+  std::vector<uint8_t> up_;
+  uint64_t next_ = 0, next_reconnect_ = 0;
 };
 
 }  // namespace agq::worker

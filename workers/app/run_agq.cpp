@@ -1,10 +1,16 @@
 // The agq protocol's roles around the DPDK-free engines (lib/agq_*):
 // options -> engine config, the shared poll loop, the summary (text or JSON).
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
+#include <memory>
 
+#include <rte_lcore.h>
+#include <rte_launch.h>
 #include <rte_mbuf.h>
 #include <rte_prefetch.h>
+#include <rte_ring.h>
 
 #include "app/mbuf_frame_io.hpp"
 #include "app/poll_loop.hpp"
@@ -48,65 +54,106 @@ std::string per_round_json(const AgqStats& s) {
   return out + "]";
 }
 
-// The agq worker's poll loop on the mbuf io: rx drained first (bursts,
-// prefetch, a RESULT adopted as its slot's next DATA, the rest freed in
-// bulk), then the engine's sends and timers, tx bursts, link watch.
-void agq_worker_loop(AgqWorkerEngine& eng, MbufFrameIo& io, Ports& ports, const Options& o) {
+// One lcore's part of an agq worker process (PROTOCOL.md §10): its engine
+// (the slots of the shards s with (s mod Q) mod L == j), its queue j on
+// every port, its mbufs, and the ring other lcores hand it RESULTs on.
+struct Part {
+  unsigned j = 0, queue = 0;
+  std::unique_ptr<MbufFrameIo> io;
+  AgqWorkerEngine eng;
+  rte_ring* ring = nullptr;
+  uint64_t handed_off = 0;
+};
+
+struct Process {
+  std::vector<std::unique_ptr<Part>> parts;
+  Ports* ports = nullptr;
+  const Options* o = nullptr;
+  std::atomic<unsigned> finished{0};
+  std::atomic<bool> failed{false};
+};
+
+// A received frame's owner part: RESULTs of another part's slot go to it
+// (a switch lcore that is not the shard's owner, a PS_RESULT); the rest here.
+unsigned owner_of(Part& me, const Process& pr, rte_mbuf* m) {
+  if (pr.parts.size() == 1) return me.j;
+  const uint8_t* h = find_agq_header(bytes_of(m));
+  if (!h) return me.j;
+  const EngineConfig& c = me.eng.engine().config();
+  const uint32_t slot = uint32_t(h[6] << 8 | h[7]);
+  return slot < c.job.slots ? c.part_of(slot) : me.j;
+}
+
+// The agq worker's poll loop on the mbuf io, one per lcore: rx drained
+// first (bursts, prefetch, a RESULT adopted as its slot's next DATA, the
+// rest freed in bulk), then the engine's sends and timers, tx bursts, link
+// watch. A part that is done keeps serving its queue (hand-offs to the
+// others) until every part is done or one failed.
+void agq_worker_loop(Process& pr, Part& me) {
+  Ports& ports = *pr.ports;
+  const Options& o = *pr.o;
+  AgqWorkerEngine& eng = me.eng;
+  MbufFrameIo& io = *me.io;
+  const bool main_part = me.j == 0, single = pr.parts.size() == 1;
   dataplane::IdleBackoff idle(o.idle_sleep_us);
   Progress progress;
-  const uint64_t period = uint64_t(o.progress_s * 1e9);
-  uint64_t next_progress = now_ns() + period, next_link = 0, next_reconnect = 0;
-  std::vector<uint8_t> up(ports.count(), 1);
+  const uint64_t period = main_part ? uint64_t(o.progress_s * 1e9) : 0;
+  uint64_t next_progress = now_ns() + period;
+  LinkWatch links(ports, io, single);
   progress.line("worker", eng.counters(), eng.elements_done(), eng.outstanding(), now_ns());
-  std::string names;
-  for (const auto& n : ports.names()) names += (names.empty() ? "" : " ") + n;
-  std::fprintf(stderr, "[worker] ready: link up on %s\n", names.c_str());
-  constexpr unsigned kRx = 32, kMaxBursts = 16;  // drain, but never starve tx for long
+  if (main_part) {
+    std::string names;
+    for (const auto& n : ports.names()) names += (names.empty() ? "" : " ") + n;
+    std::fprintf(stderr, "[worker] ready: link up on %s (%zu lcore%s)\n", names.c_str(), pr.parts.size(),
+                 single ? "" : "s");
+  }
+  constexpr unsigned kRx = 32;
   rte_mbuf* m[kRx];
-  while (!g_stop) {
+  bool counted = false;
+  while (!g_stop && !pr.failed.load(std::memory_order_relaxed) &&
+         pr.finished.load(std::memory_order_acquire) < pr.parts.size()) {
     uint64_t now = now_ns();
     unsigned work = 0;
-    for (uint16_t p = 0; p < ports.count(); ++p) {
-      for (unsigned r = 0; r < kMaxBursts; ++r) {
-        const unsigned n = ports.rx_burst(p, 0, m, kRx);
-        for (unsigned i = 0; i < n; ++i) {
-          if (i + 1 < n) rte_prefetch0(rte_pktmbuf_mtod(m[i + 1], void*));
-          const int b = eng.on_frame(p, {rte_pktmbuf_mtod(m[i], const uint8_t*), rte_pktmbuf_data_len(m[i])}, now);
-          if (b >= 0)
-            io.adopt(uint32_t(b), m[i]);
-          else
-            io.release(m[i]);
-        }
-        work += n;
-        if (n < kRx) break;
-      }
+    bool drained = true;  // every rx queue came back short: no RESULT sits unread
+    for (uint16_t p = 0; p < ports.count(); ++p)
+      work += drain_rx(
+          ports, p, uint16_t(me.queue),
+          [&](rte_mbuf* x) {
+            const unsigned owner = owner_of(me, pr, x);
+            if (owner == me.j)
+              keep_or_free(io, x, eng.on_frame(p, bytes_of(x), now));
+            else if (rte_ring_enqueue(pr.parts[owner]->ring, x) == 0)
+              ++me.handed_off;  // the owner's ring (PROTOCOL.md §10's hand-off)
+            else
+              io.release(x);  // full: as lost; the owner's timers recover
+          },
+          drained);
+    if (me.ring) {
+      // Frames other lcores received for our slots (the port index does
+      // not matter to the engine: one identity per logical worker).
+      const unsigned n = rte_ring_dequeue_burst(me.ring, reinterpret_cast<void**>(m), kRx, nullptr);
+      for (unsigned i = 0; i < n; ++i) keep_or_free(io, m[i], eng.on_frame(0, bytes_of(m[i]), now));
+      if (n == kRx) drained = false;
+      work += n;
     }
     io.free_now();
     now = now_ns();
-    work += eng.tick(now);
+    work += eng.tick(now, drained);  // timers only once the rx ring is empty
     work += io.flush();
-    if (eng.finished() || eng.failed()) break;
-    if (now >= next_link) {
-      // memif: the switch going away takes the link down; it comes back when
-      // a switch serves the socket again (the PMD reconnects by itself).
-      next_link = now + 20'000'000;
-      for (uint16_t p = 0; p < ports.count(); ++p) {
-        bool u = ports.link_up(p);
-        if (!u && !up[p] && now >= next_reconnect) {
-          // Down for a while: ask again (a restarted switch serves the socket anew).
-          next_reconnect = now + 500'000'000;
-          ports.reconnect(p);
-          u = ports.link_up(p);
-        }
-        if (u == bool(up[p])) continue;
-        if (!u) next_reconnect = now + 300'000'000;
-        up[p] = u;
-        io.set_link(p, u);
-        eng.on_link(u, now);
+    if (eng.failed()) {
+      pr.failed.store(true, std::memory_order_relaxed);
+      break;
+    }
+    if (eng.finished() && !counted) {
+      counted = true;
+      pr.finished.fetch_add(1, std::memory_order_acq_rel);
+    }
+    links.poll(now, [&](uint16_t p, bool u) {
+      eng.on_link(u, now);
+      if (main_part)
         std::fprintf(stderr, "[worker] link %s on %s: %s\n", u ? "up" : "DOWN", ports.names()[p].c_str(),
                      u ? "resending every sequence in flight" : "retransmission timers keep counting");
-      }
-    }
+    });
     if (period && now >= next_progress) {
       std::fprintf(stderr, "%s\n", progress.line("worker", eng.counters(), eng.elements_done(), eng.outstanding(), now).c_str());
       next_progress = now + period;
@@ -118,6 +165,12 @@ void agq_worker_loop(AgqWorkerEngine& eng, MbufFrameIo& io, Ports& ports, const 
   }
   for (int i = 0; i < 100 && io.flush(); ++i) {
   }
+}
+
+int part_main(void* arg) {
+  auto* a = static_cast<std::pair<Process*, Part*>*>(arg);
+  agq_worker_loop(*a->first, *a->second);
+  return 0;
 }
 
 }  // namespace
@@ -146,6 +199,7 @@ int run_agq_worker(const Options& o, Ports& ports) {
   cfg.barrier = true;
   cfg.max_width = uint8_t(o.max_width);
   cfg.row_shift = uint8_t(o.row_shift);
+  cfg.switch_lcores = uint16_t(o.switch_lcores);
   for (const auto& h : o.hosts) {
     WorkerIdentity w = WorkerIdentity::defaults(o.agq.job_id, h.id);
     std::memcpy(w.self.mac.data(), h.mac, 6);
@@ -156,26 +210,95 @@ int run_agq_worker(const Options& o, Ports& ports) {
     }
     cfg.identities.push_back(w);
   }
-  MbufFrameIo io(ports, uint32_t(o.ids.size()) * o.agq.slots, 0);
-  if (!io.ok()) {
-    std::fprintf(stderr, "agq-worker: no mbufs for %zu x %u slots (raise EAL -m)\n", o.ids.size(), o.agq.slots);
-    return 2;
-  }
-  AgqWorkerEngine eng;
+  // One part per EAL lcore (-l), each on its own queue of every port.
+  std::vector<unsigned> lcores{rte_get_main_lcore()};
+  unsigned lc;
+  RTE_LCORE_FOREACH_WORKER(lc) lcores.push_back(lc);
+  const unsigned L = unsigned(lcores.size());
+  for (uint16_t p = 0; p < ports.count(); ++p)
+    if (ports.queues(p) < L) {
+      std::fprintf(stderr, "agq-worker: port %s has %u queues for %u lcores\n", ports.names()[p].c_str(),
+                   ports.queues(p), L);
+      return 2;
+    }
+  cfg.parts = L;
+  cfg.queues = L;
   std::string err;
-  if (!eng.init(cfg, err, &io)) {
+  auto grads = AgqWorkerEngine::make_gradients(cfg, err);
+  if (!grads) {
     std::fprintf(stderr, "agq-worker: %s\n", err.c_str());
     return 2;
   }
-  agq_worker_loop(eng, io, ports, o);
-  const Counters& c = eng.counters();
-  const AgqStats& s = eng.stats();
-  const EngineStats& es = eng.engine_stats();
+  auto rounds = AgqRounds::make(cfg, *grads);
+  Process pr;
+  pr.ports = &ports;
+  pr.o = &o;
+  for (unsigned j = 0; j < L; ++j) {
+    auto part = std::make_unique<Part>();
+    part->j = part->queue = j;
+    part->io = std::make_unique<MbufFrameIo>(ports, uint32_t(o.ids.size()) * o.agq.slots, j);
+    if (!part->io->ok()) {
+      std::fprintf(stderr, "agq-worker: no mbufs for %zu x %u slots (raise EAL -m)\n", o.ids.size(), o.agq.slots);
+      return 2;
+    }
+    AgqWorkerConfig pc = cfg;
+    pc.part = j;
+    if (!part->eng.init(pc, err, part->io.get(), grads, rounds)) {
+      std::fprintf(stderr, "agq-worker: %s\n", err.c_str());
+      return 2;
+    }
+    if (L > 1) {
+      const std::string name = "agqw_handoff" + std::to_string(j);
+      part->ring = rte_ring_create(name.c_str(), 4096, int(rte_socket_id()), RING_F_SC_DEQ);
+      if (!part->ring) {
+        std::fprintf(stderr, "agq-worker: cannot create the hand-off ring %s\n", name.c_str());
+        return 2;
+      }
+    }
+    pr.parts.push_back(std::move(part));
+  }
+  std::vector<std::pair<Process*, Part*>> args;
+  for (auto& p : pr.parts) args.push_back({&pr, p.get()});
+  for (unsigned j = 1; j < L; ++j) rte_eal_remote_launch(part_main, &args[j], lcores[j]);
+  part_main(&args[0]);
+  rte_eal_mp_wait_lcore();
+  for (auto& p : pr.parts)
+    if (p->ring) {
+      void* x;
+      while (rte_ring_dequeue(p->ring, &x) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(x));
+      rte_ring_free(p->ring);
+    }
+
+  // The process's figures: every part's, summed.
+  AgqWorkerEngine& eng = pr.parts[0]->eng;
+  Counters c = eng.counters();
+  AgqStats s = eng.stats();
+  EngineStats es = eng.engine_stats();
+  uint64_t start = eng.start_ns(), last = eng.last_result_ns(), elements_done = eng.elements_done(), handoff = 0;
+  const AgqWorkerEngine* failed = eng.failed() ? &eng : nullptr;
+  for (size_t j = 1; j < pr.parts.size(); ++j) {
+    AgqWorkerEngine& e = pr.parts[j]->eng;
+    add_counters(c, e.counters());
+    s.add(e.stats());
+    const EngineStats& x = e.engine_stats();
+    es.fast_retransmissions += x.fast_retransmissions;
+    es.tail_probes += x.tail_probes;
+    es.spurious += x.spurious;
+    es.chunks_over_1ms += x.chunks_over_1ms;
+    es.chunks_over_5ms += x.chunks_over_5ms;
+    es.max_chunk_ns = std::max(es.max_chunk_ns, x.max_chunk_ns);
+    es.switch_restarts = std::max(es.switch_restarts, x.switch_restarts);
+    es.link_downs = std::max(es.link_downs, x.link_downs);
+    start = std::min(start, e.start_ns());
+    last = std::max(last, e.last_result_ns());
+    elements_done += e.elements_done();
+    if (!failed && e.failed()) failed = &e;
+  }
+  for (auto& p : pr.parts) handoff += p->handed_off;
   // Throughput from the first DATA to the last RESULT: start-up and linger excluded.
   // (from round 0's start, after the barrier op every worker had to reach)
-  const double secs = eng.last_result_ns() > eng.start_ns()
-                          ? double(eng.last_result_ns() - eng.start_ns()) * 1e-9 : 0.0;
-  auto [rc, status] = outcome_of(eng, s.mismatches || s.bad_header);
+  const double secs = last > start ? double(last - start) * 1e-9 : 0.0;
+  auto [rc, status] = outcome_of(failed ? *failed : eng, s.mismatches || s.bad_header);
   if (!o.output.empty() && s.rounds_done == o.agq.rounds) {
     // The last round's aggregate as the job sees it: identical in every worker.
     std::vector<float> agg = eng.aggregate(0);
@@ -202,7 +325,8 @@ int run_agq_worker(const Options& o, Ports& ports) {
             .str("role", "worker").str("protocol", "agq").str("status", status).str("ids", ids)
             .num("job_id", uint64_t(o.agq.job_id)).num("workers", uint64_t(o.agq.num_workers))
             .num("rounds", uint64_t(o.agq.rounds)).num("chunks", o.agq.chunks())
-            .num("rounds_done", s.rounds_done).num("seconds", secs).num("elements_done", eng.elements_done())
+            .num("rounds_done", s.rounds_done).num("seconds", secs).num("elements_done", elements_done)
+            .num("lcores", uint64_t(pr.parts.size())).num("handed_off", handoff)
             .num("elements_per_s", eps).num("results", s.results).str("verify", o.verify)
             .num("checked", s.checked).num("exact", s.exact)
             .num("mismatches", s.mismatches).num("bad_header", s.bad_header).num("fallbacks", s.fallbacks)
@@ -227,6 +351,11 @@ int run_agq_worker(const Options& o, Ports& ports) {
             .raw("engine", Json()
                                .num("srtt_us", es.srtt_ns * 1e-3).num("rttvar_us", es.rttvar_ns * 1e-3)
                                .num("rto_us", double(es.rto_ns) * 1e-3).num("rtt_samples", es.rtt_samples)
+                               .num("min_rtt_us", es.min_rtt_ns * 1e-3).num("rtt_peak_us", es.rtt_peak_ns * 1e-3).num("reo_wnd_us", double(es.reo_wnd_ns) * 1e-3)
+                               .num("fast_retransmissions", es.fast_retransmissions).num("tail_probes", es.tail_probes)
+                               .num("spurious_retransmissions", es.spurious).num("descheduled", es.away)
+                               .num("chunks_over_1ms", es.chunks_over_1ms).num("chunks_over_5ms", es.chunks_over_5ms)
+                               .num("max_chunk_ms", double(es.max_chunk_ns) * 1e-6)
                                .num("switch_restarts", es.switch_restarts).num("link_downs", es.link_downs)
                                .num("epoch", uint64_t(es.epoch))
                                .done())

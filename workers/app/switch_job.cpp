@@ -56,7 +56,8 @@ bool apply_switch_job(Options& o, std::string& err) {
   if (!check(o, "--workers", o.agq.num_workers, j.workers, "workers", id, err) ||
       !check(o, "--slots", o.agq.slots, j.slots, "slots", id, err) ||
       !check(o, "--rows", o.agq.rows, j.rows, "rows", id, err) ||
-      !check(o, "--lanes", o.lanes, j.lanes, "lanes", id, err))
+      !check(o, "--lanes", o.lanes, j.lanes, "lanes", id, err) ||
+      !check(o, "--switch-lcores", o.switch_lcores, j.lcores, "lcores", id, err))
     return false;
   o.agq.job_id = j.id;
   o.agq.num_workers = j.workers;

@@ -15,7 +15,7 @@ bool AgqPsEngine::init(const AgqPsConfig& cfg, std::string& err) {
   // group and per-replica rewrite decide the real destinations): address
   // them to the job's broadcast, the natural "every worker" address.
   Endpoint all{{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}, ps.ip | 0xFF};
-  frame_ = std::make_unique<AgqFrameTemplate>(ps, all, cfg.lanes);
+  frame_ = std::make_unique<FrameTemplate>(agq_frame_template(ps, all, cfg.lanes));
   seqs_.assign(size_t(cfg.job.slots) * 2, Seq{});
   return true;
 }

@@ -84,7 +84,7 @@ class AgqPsEngine {
 
   AgqPsConfig cfg_;
   int guard_ = 0;
-  std::unique_ptr<AgqFrameTemplate> frame_;
+  std::unique_ptr<FrameTemplate> frame_;
   std::vector<Seq> seqs_;  // index slot * 2 + version
   std::deque<proto::Agq> txq_;
   uint64_t pending_ = 0;

@@ -8,7 +8,6 @@
 namespace agq::worker {
 
 namespace {
-constexpr int kHdrOffset = proto::Ethernet::kLen + proto::Ipv4::kLen + proto::Udp::kLen;
 
 Endpoint agq_endpoint(uint16_t job_id, uint8_t host) {
   const uint8_t jh = uint8_t(job_id >> 8), jl = uint8_t(job_id);
@@ -21,35 +20,8 @@ Endpoint agq_endpoint(uint16_t job_id, uint8_t host) {
 Endpoint agq_worker_endpoint(uint16_t job_id, unsigned worker_id) { return agq_endpoint(job_id, uint8_t(worker_id + 1)); }
 Endpoint agq_ps_endpoint(uint16_t job_id) { return agq_endpoint(job_id, 254); }
 
-AgqFrameTemplate::AgqFrameTemplate(const Endpoint& src, const Endpoint& dst, unsigned lanes) : lanes_(lanes) {
-  proto::UdpFrameSpec s;
-  s.src_mac = src.mac;
-  s.dst_mac = dst.mac;
-  s.src_ip = src.ip;
-  s.dst_ip = dst.ip;
-  s.src_port = proto::kAgqPort;
-  s.dst_port = proto::kAgqPort;
-  uint8_t hdr[proto::Agq::kLen] = {};
-  proto::Agq{}.encode(hdr);
-  frame_ = proto::build_udp_frame(s, std::span<const uint8_t>(hdr, 20 + 4 * lanes));
-}
-
-void AgqFrameTemplate::write_l2l4(uint8_t* out, uint16_t src_port) const {
-  std::memcpy(out, frame_.data(), kHdrOffset);
-  out[kHdrOffset - 8] = uint8_t(src_port >> 8);
-  out[kHdrOffset - 7] = uint8_t(src_port);
-}
-
-void AgqFrameTemplate::write(const proto::Agq& h, uint8_t* out, uint16_t src_port) const {
-  write_l2l4(out, src_port);
-  if (lanes_ == uint32_t(proto::kAgqLanes)) {
-    h.encode(out + kHdrOffset);
-    return;
-  }
-  uint8_t full[proto::Agq::kLen];
-  h.encode(full);
-  full[17] = uint8_t(lanes_);
-  std::memcpy(out + kHdrOffset, full, 20 + 4 * lanes_);
+FrameTemplate agq_frame_template(const Endpoint& src, const Endpoint& dst, unsigned lanes) {
+  return FrameTemplate(src, dst, proto::kAgqPort, 20 + 4 * lanes);
 }
 
 const uint8_t* find_agq_header(std::span<const uint8_t> f) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <vector>
@@ -18,7 +19,7 @@
 namespace agq::worker {
 
 inline constexpr size_t kAgqDataFrameLen = 14 + 20 + 8 + proto::Agq::kLen;  // 190, untagged
-inline constexpr size_t kAgqHdrOffset = 14 + 20 + 8;                           // untagged frames we build
+inline constexpr size_t kAgqHdrOffset = kL4HdrOffset;                          // untagged frames we build
 // Untagged frame length of the lane profile (PROTOCOL.md §10): 190 (32 lanes) or 126 (16).
 inline constexpr size_t agq_frame_len(unsigned lanes) { return kAgqHdrOffset + 20 + 4 * lanes; }
 // UDP source port of a packet of shard k (PROTOCOL.md §10).
@@ -27,23 +28,25 @@ inline constexpr uint16_t agq_shard_port(uint32_t shard) { return uint16_t(0xC00
 Endpoint agq_worker_endpoint(uint16_t job_id, unsigned worker_id);
 Endpoint agq_ps_endpoint(uint16_t job_id);
 
-// A prebuilt Ethernet/IPv4/UDP(50100) frame of the lane profile; the agq
-// header is written per packet.
-class AgqFrameTemplate {
- public:
-  AgqFrameTemplate(const Endpoint& src, const Endpoint& dst, unsigned lanes = 32);
-  // The whole frame for h (its first `lanes` lanes), agq_frame_len(lanes) bytes.
-  void write(const proto::Agq& h, uint8_t* out, uint16_t src_port = proto::kAgqPort) const;
-  // Only Ethernet/IPv4/UDP (kAgqHdrOffset bytes), UDP source port `src_port`:
-  // the packet path writes the agq header and lanes itself.
-  void write_l2l4(uint8_t* out, uint16_t src_port) const;
-  unsigned lanes() const { return lanes_; }
-  size_t frame_len() const { return agq_frame_len(lanes_); }
-
- private:
-  std::vector<uint8_t> frame_;
-  unsigned lanes_;
+// The agq header in a frame of the lane profile: 20 + 4 x lanes bytes, the
+// first `lanes` lanes, n_lanes written as the profile says.
+template <>
+struct HeaderPolicy<proto::Agq> {
+  static void encode(const proto::Agq& h, uint8_t* out, size_t len) {
+    if (len == size_t(proto::Agq::kLen)) {
+      h.encode(out);
+      return;
+    }
+    uint8_t full[proto::Agq::kLen];
+    h.encode(full);
+    full[17] = uint8_t((len - 20) / 4);
+    std::memcpy(out, full, len);
+  }
 };
+
+// Frames of the agq protocol (UDP 50100) of a lane profile: lib/wire.hpp's
+// one frame builder with the agq header policy.
+FrameTemplate agq_frame_template(const Endpoint& src, const Endpoint& dst, unsigned lanes = 32);
 
 // The agq header of a frame read in place (the packet path's parser: no
 // copy of the lanes): Ethernet (one optional 802.1Q tag), IPv4, UDP to

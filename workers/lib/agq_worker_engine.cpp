@@ -14,11 +14,40 @@ AllreduceJob AgqWorkerEngine::engine_job(const AgqWorkerConfig& cfg) {
   j.lanes = cfg.lanes;
   j.row_shift = cfg.row_shift ? cfg.row_shift : AllreduceJob::row_shift_for(cfg.job.slots, cfg.job.rows);
   j.max_width = cfg.max_width;
+  j.switch_lcores = cfg.switch_lcores;
   return j;
 }
 
+std::shared_ptr<AgqRounds> AgqRounds::make(const AgqWorkerConfig& cfg, const AgqGradients& grads) {
+  auto r = std::make_shared<AgqRounds>();
+  r->lws.resize(cfg.ids.size());
+  for (size_t i = 0; i < cfg.ids.size(); ++i) {
+    Logical& lw = r->lws[i];
+    lw.barrier = make_op(kBarrierKey, std::span<const float>(&lw.barrier_in, 1), std::span<float>(&lw.barrier_out, 1),
+                         {}, unsigned(i), cfg.parts);
+    prepare_op(lw.barrier, std::make_shared<TensorState>(), cfg.lanes);
+    lw.out[0].assign(cfg.job.elements, 0.0f);
+    if (cfg.job.rounds > 1) lw.out[1].assign(cfg.job.elements, 0.0f);
+    auto state = std::make_shared<TensorState>();
+    for (uint32_t k = 0; k < cfg.job.rounds; ++k) {
+      auto op = make_op(0, grads.tensor(cfg.ids[i], k), lw.out[k % 2], {}, unsigned(i), cfg.parts);
+      prepare_op(op, state, cfg.lanes);
+      lw.rounds.push_back(std::move(op));
+    }
+  }
+  return r;
+}
+
+std::shared_ptr<const AgqGradients> AgqWorkerEngine::make_gradients(const AgqWorkerConfig& cfg, std::string& err) {
+  // Our own workers' tensors always; everyone's when results are checked.
+  auto g = std::make_shared<AgqGradients>();
+  if (!g->init(cfg.job, cfg.source, cfg.seed, cfg.verify_every ? std::vector<unsigned>{} : cfg.ids, err))
+    return nullptr;
+  return g;
+}
+
 bool AgqWorkerEngine::init(const AgqWorkerConfig& cfg, std::string& err, FrameIo* io,
-                           std::shared_ptr<const AgqGradients> grads) {
+                           std::shared_ptr<const AgqGradients> grads, std::shared_ptr<AgqRounds> rounds) {
   cfg_ = cfg;
   if (err = cfg.job.validate(); !err.empty()) return false;
   if (cfg.ids.empty() || cfg.ids.size() != cfg.ports.size()) {
@@ -39,6 +68,7 @@ bool AgqWorkerEngine::init(const AgqWorkerConfig& cfg, std::string& err, FrameIo
   t.max_redos = cfg.max_redos;
   t.reply_timeout_ns = cfg.reply_timeout_ns;
   t.burst = cfg.burst;
+  t.away_ns = cfg.away_ns;
   ec.part = cfg.part;
   ec.parts = cfg.parts;
   ec.queues = cfg.queues;
@@ -54,24 +84,17 @@ bool AgqWorkerEngine::init(const AgqWorkerConfig& cfg, std::string& err, FrameIo
     io = own_io_.get();
   }
   if (!eng_.init(ec, *io, err)) return false;
-  if (grads) {
-    grads_ = std::move(grads);
-  } else {
-    // Our own workers' tensors always; everyone's when results are checked.
-    auto g = std::make_shared<AgqGradients>();
-    if (!g->init(cfg.job, cfg.source, cfg.seed, cfg.verify_every ? std::vector<unsigned>{} : cfg.ids, err))
-      return false;
-    grads_ = std::move(g);
+  grads_ = grads ? std::move(grads) : make_gradients(cfg, err);
+  if (!grads_) return false;
+  rounds_ = rounds ? std::move(rounds) : AgqRounds::make(cfg, *grads_);
+  if (rounds_->lws.size() != cfg.ids.size()) {
+    err = "the shared rounds were made for another set of logical workers";
+    return false;
   }
   if (cfg.verify_every) verifier_ = std::make_unique<AgqVerifier>(*grads_, cfg.job, cfg.lanes);
   eng_.set_observer(this);
   lws_.clear();
-  for (unsigned id : cfg.ids) {
-    Logical lw;
-    lw.id = id;
-    lw.cur.assign(cfg.job.elements, 0.0f);
-    lws_.push_back(std::move(lw));
-  }
+  for (unsigned id : cfg.ids) lws_.push_back(Logical{id});
   window_of_.assign(cfg.job.slots, {0, 0});
   stats_.round_granted_sum.assign(cfg.job.rounds, 0);
   stats_.round_seqs.assign(cfg.job.rounds, 0);
@@ -79,55 +102,33 @@ bool AgqWorkerEngine::init(const AgqWorkerConfig& cfg, std::string& err, FrameIo
     // One chunk per logical worker that completes only when all N workers
     // sent it: round 0 then starts with every process running.
     barrier_done_ = false;
-    barrier_in_.assign(lws_.size(), 0.0f);
-    barrier_out_.assign(lws_.size(), 0.0f);
-    auto left = std::make_shared<size_t>(lws_.size());
-    for (size_t i = 0; i < lws_.size(); ++i) {
-      auto op = make_op(kBarrierKey, std::span<const float>(&barrier_in_[i], 1), std::span<float>(&barrier_out_[i], 1),
-                        [this, left](AllreduceOp&) {
-                          if (--*left == 0) barrier_done_ = true;
-                        },
-                        unsigned(i), cfg.parts);
-      prepare_op(op, std::make_shared<TensorState>(), cfg.lanes);
-      eng_.submit(op);
-    }
-  } else {
-    for (size_t i = 0; i < lws_.size(); ++i) start_round(i);
+    for (auto& lw : rounds_->lws) eng_.submit(lw.barrier);
   }
   return true;
 }
 
-void AgqWorkerEngine::start_round(size_t i) {
-  Logical& lw = lws_[i];
-  lw.round_done = false;
-  const std::vector<float>& in = grads_->tensor(lw.id, lw.round);
-  auto op = make_op(0, in, lw.cur, [this, i](AllreduceOp&) { lws_[i].round_done = true; }, unsigned(i), cfg_.parts);
-  prepare_op(op, lw.state, cfg_.lanes);
-  eng_.submit(op);
-}
-
 // Rounds are barriers per logical worker: round r+1 starts once it holds
-// every result of round r (its widths are chosen from that aggregate).
+// every result of round r (its widths are chosen from that aggregate). The
+// ops are shared with the other parts: completion is read, not signalled.
 void AgqWorkerEngine::advance(uint64_t now_ns) {
-  if (!barrier_done_) return;
+  if (!barrier_done_) {
+    for (auto& lw : rounds_->lws)
+      if (!lw.barrier->complete.load(std::memory_order_acquire)) return;
+    barrier_done_ = true;
+  }
   if (!start_ns_) {
     start_ns_ = now_ns;
-    if (cfg_.barrier)
-      for (size_t i = 0; i < lws_.size(); ++i) start_round(i);
+    for (size_t i = 0; i < lws_.size(); ++i) eng_.submit(rounds_->lws[i].rounds[0]);
   }
   bool all = true;
   for (size_t i = 0; i < lws_.size(); ++i) {
     Logical& lw = lws_[i];
-    if (lw.round_done && !lw.done) {
+    if (!lw.done && rounds_->lws[i].rounds[lw.round]->complete.load(std::memory_order_acquire)) {
       if (i == 0) ++stats_.rounds_done;
-      std::swap(lw.prev, lw.cur);
-      if (lw.round + 1 < cfg_.job.rounds) {
-        ++lw.round;
-        lw.cur.assign(cfg_.job.elements, 0.0f);
-        start_round(i);
-      } else {
+      if (lw.round + 1 < cfg_.job.rounds)
+        eng_.submit(rounds_->lws[i].rounds[++lw.round]);
+      else
         lw.done = true;
-      }
     }
     all &= lw.done;
   }
@@ -139,13 +140,46 @@ unsigned AgqWorkerEngine::tick(uint64_t now_ns, TxSink& tx) {
   return tick(now_ns);
 }
 
-unsigned AgqWorkerEngine::tick(uint64_t now_ns) {
+unsigned AgqWorkerEngine::tick(uint64_t now_ns, bool timers) {
   advance(now_ns);
-  return eng_.tick(now_ns);
+  return eng_.tick(now_ns, timers);
 }
 
 int AgqWorkerEngine::on_frame(uint16_t, std::span<const uint8_t> frame, uint64_t now_ns) {
   return eng_.on_frame(frame, now_ns);
+}
+
+void AgqStats::add(const AgqStats& o) {
+  results += o.results;
+  checked += o.checked;
+  exact += o.exact;
+  mismatches += o.mismatches;
+  bad_header += o.bad_header;
+  fallbacks += o.fallbacks;
+  overflow_results += o.overflow_results;
+  redos += o.redos;
+  retransmissions += o.retransmissions;
+  max_retries_seen = std::max(max_retries_seen, o.max_retries_seen);
+  duplicate_results += o.duplicate_results;
+  rounds_done = std::min(rounds_done, o.rounds_done);
+  seqs += o.seqs;
+  seqs_aggregated += o.seqs_aggregated;
+  req_bits_sum += o.req_bits_sum;
+  granted_bits_sum += o.granted_bits_sum;
+  for (size_t i = 0; i < req_hist.size(); ++i) req_hist[i] += o.req_hist[i], granted_hist[i] += o.granted_hist[i];
+  row_samples += o.row_samples;
+  row_seqs_sum += o.row_seqs_sum;
+  row_bits_sum += o.row_bits_sum;
+  row_seqs_max = std::max(row_seqs_max, o.row_seqs_max);
+  row_bits_max = std::max(row_bits_max, o.row_bits_max);
+  for (size_t r = 0; r < round_seqs.size() && r < o.round_seqs.size(); ++r)
+    round_seqs[r] += o.round_seqs[r], round_granted_sum[r] += o.round_granted_sum[r];
+  error.elements += o.error.elements;
+  error.clipped += o.error.clipped;
+  error.max_abs = std::max(error.max_abs, o.error.max_abs);
+  error.sum_sq += o.error.sum_sq;
+  error.max_over_bound = std::max(error.max_over_bound, o.error.max_over_bound);
+  error_bound = std::max(error_bound, o.error_bound);
 }
 
 const AgqStats& AgqWorkerEngine::stats() {

@@ -4,6 +4,12 @@
 // aggregate, inside the engine), one round after the other. Verification
 // (--verify all | sample:K | off) runs once per process, on the first
 // logical worker's results, against the scalar reference (AgqVerifier).
+//
+// Several lcores: one AgqWorkerEngine per lcore (part j of parts, its own
+// queue and FrameIo), all sharing one AgqRounds: the ops of every round are
+// made once, before the lcores start, and each part submits the same op on
+// its own thread (the engine serves the op's chunks of the slots it owns;
+// the op completes when its last part is done).
 #pragma once
 
 #include <array>
@@ -29,6 +35,7 @@ struct AgqWorkerConfig {
   uint8_t lanes = 32;            // lane profile
   uint8_t row_shift = 0;         // for the shard in the UDP source port (0: from job.rows)
   uint8_t max_width = 32;
+  uint16_t switch_lcores = 1;    // the switch's dataplane lcores (RACK keeps one order per lcore)
   std::string source = "normal";
   uint64_t seed = 1;
   std::vector<unsigned> ids{0};
@@ -46,6 +53,7 @@ struct AgqWorkerConfig {
   unsigned max_redos = 8;       // OVERFLOW redos per chunk before accepting the clipped result
   uint64_t reply_timeout_ns = 5'000'000'000ull;
   unsigned burst = 32;
+  uint64_t away_ns = 0;  // AllreduceTuning::away_ns
   uint32_t verify_every = 1;    // 1 = all, K = one chunk in K, 0 = off
   bool barrier = false;         // a one-chunk op first: every worker is there when round 0 starts
   unsigned part = 0, parts = 1, queues = 1;  // slot partition of this engine (lcores)
@@ -74,20 +82,41 @@ struct AgqStats {
   double error_bound = 0;           // largest per-element bound of a final result
 
   double avg_granted_bits() const { return seqs_aggregated ? double(granted_bits_sum) / double(seqs_aggregated) : 0; }
+  // Another part's (lcore's) figures: sums, maxima; rounds_done is the same in every part.
+  void add(const AgqStats& o);
   double avg_req_bits() const { return seqs ? double(req_bits_sum) / double(seqs) : 0; }
+};
+
+inline constexpr uint64_t kBarrierKey = ~uint64_t(0);
+
+// The ops of a process's job, shared by its parts: per logical worker a
+// one-chunk barrier op (every worker is there before round 0 starts) and
+// one op per round, linked round to round (adaptive widths); round r
+// writes output buffer r mod 2 (round r+1 starts after round r completes).
+struct AgqRounds {
+  struct Logical {
+    OpPtr barrier;
+    std::vector<OpPtr> rounds;
+    std::array<std::vector<float>, 2> out;
+    float barrier_in = 0, barrier_out = 0;
+  };
+  std::vector<Logical> lws;
+  static std::shared_ptr<AgqRounds> make(const AgqWorkerConfig& cfg, const AgqGradients& grads);
 };
 
 class AgqWorkerEngine final : private ChunkObserver {
  public:
   // io: where frames go (the DPDK mbuf io); null = an internal buffer io
-  // that copies frames to the TxSink given to tick(). grads: shared by the
-  // engines of a multi-part process (null = built here).
+  // that copies frames to the TxSink given to tick(). grads and rounds:
+  // shared by the engines of a multi-part process (null = built here).
   bool init(const AgqWorkerConfig& cfg, std::string& err, FrameIo* io = nullptr,
-            std::shared_ptr<const AgqGradients> grads = nullptr);
+            std::shared_ptr<const AgqGradients> grads = nullptr, std::shared_ptr<AgqRounds> rounds = nullptr);
+  // Gradients as this config needs them (every worker's when verifying).
+  static std::shared_ptr<const AgqGradients> make_gradients(const AgqWorkerConfig& cfg, std::string& err);
   // Frame in; returns the buffer the io may adopt it for (see AllreduceEngine::on_frame).
   int on_frame(uint16_t port, std::span<const uint8_t> frame, uint64_t now_ns);
   unsigned tick(uint64_t now_ns, TxSink& tx);  // with the internal buffer io
-  unsigned tick(uint64_t now_ns);              // with an external io
+  unsigned tick(uint64_t now_ns, bool timers = true);  // with an external io (timers: rx drained)
   void on_link(bool up, uint64_t now_ns) { eng_.on_link(up, now_ns); }
 
   bool finished() const { return finished_; }
@@ -104,20 +133,19 @@ class AgqWorkerEngine final : private ChunkObserver {
   // When round 0 started (after the barrier op, if any): the throughput clock's start.
   uint64_t start_ns() const { return start_ns_ ? start_ns_ : eng_.first_send_ns(); }
   uint64_t last_result_ns() const { return eng_.last_result_ns(); }
-  // The decoded aggregate of the last completed round of logical worker i.
-  const std::vector<float>& aggregate(size_t i = 0) const { return lws_[i].prev; }
+  // The decoded aggregate of the last round of logical worker i (once finished).
+  const std::vector<float>& aggregate(size_t i = 0) const {
+    return rounds_->lws[i].out[(cfg_.job.rounds + 1) % 2];
+  }
   static AllreduceJob engine_job(const AgqWorkerConfig& cfg);
 
  private:
   struct Logical {
     unsigned id;
     uint32_t round = 0;
-    bool round_done = false, done = false;
-    std::vector<float> prev, cur;
-    std::shared_ptr<TensorState> state = std::make_shared<TensorState>();
+    bool done = false;
   };
   void on_chunk(const ChunkResult& r) override;
-  void start_round(size_t i);
   void advance(uint64_t now_ns);
   void account_memory(uint32_t slot, unsigned version, int width);
 
@@ -125,15 +153,13 @@ class AgqWorkerEngine final : private ChunkObserver {
   AllreduceEngine eng_;
   std::unique_ptr<BufferFrameIo> own_io_;
   std::shared_ptr<const AgqGradients> grads_;
+  std::shared_ptr<AgqRounds> rounds_;
   std::unique_ptr<AgqVerifier> verifier_;
   std::vector<Logical> lws_;
   std::vector<std::array<uint8_t, 2>> window_of_;  // first logical worker: last granted width per (slot, v)
   AgqStats stats_;
   bool finished_ = false, barrier_done_ = true;
   uint64_t start_ns_ = 0;
-  std::vector<float> barrier_in_, barrier_out_;
 };
-
-inline constexpr uint64_t kBarrierKey = ~uint64_t(0);
 
 }  // namespace agq::worker

@@ -130,10 +130,30 @@ struct AllreduceEngine::Impl {
     uint64_t send_seq = 0;   // order of its last transmission among the logical worker's
     unsigned tries = 0;
     uint64_t deadline = 0, rto = 0, sent_ns = 0;
+    uint64_t xmit_ns = 0;    // its last transmission
+    // The use completed last: a RESULT resent for it after we retransmitted
+    // means the retransmission was not needed (spurious).
+    uint64_t prev_g = UINT64_MAX;
+    uint8_t prev_v = 0;
+    bool prev_retx = false, prev_flagged = false;
+    bool marked = false, prev_marked = false;  // resent because RACK found it lost
+  };
+  // RACK per switch lcore (PROTOCOL.md §10: it serves its shards in arrival
+  // order): our transmissions in order, and the newest one (by send order)
+  // whose RESULT came back, with its round trip.
+  struct Lane {
+    std::deque<std::pair<uint32_t, uint64_t>> order;  // (slot, send_seq)
+    uint64_t rack_seq = 0, rack_rtt = 0;
+  };
+  struct Rtt {
+    double srtt = 0, rttvar = 0, peak = 0;
+    uint64_t samples = 0, rto = 0;
+    unsigned outliers = 0;  // samples ignored in a row
   };
   struct Logical {
     WorkerIdentity id;
-    std::unique_ptr<AgqFrameTemplate> tmpl;
+    Rtt rtt;
+    std::unique_ptr<FrameTemplate> tmpl;
     uint64_t next_global = 0;            // first global chunk of the next op
     std::deque<std::unique_ptr<OpEntry>> ops;
     uint64_t ops_base = 0;               // serial of ops.front()
@@ -141,10 +161,11 @@ struct AllreduceEngine::Impl {
     std::deque<uint32_t> ready;
     std::vector<uint32_t> parked;
     uint32_t in_flight = 0;
-    // Loss detection by order: transmissions in order; a sequence that many
-    // later ones overtook is lost (RTO stays for the tail and for stalls).
-    std::deque<std::pair<uint32_t, uint64_t>> sent_order;  // (slot, send_seq)
-    uint64_t send_seq = 0, max_done_seq = 0;
+    std::vector<Lane> lanes;  // per switch lcore
+    uint64_t send_seq = 0;
+    uint64_t sent_end = 0;          // 1 + the highest chunk sent: the tail when it reaches next_global
+    uint64_t last_progress_ns = 0;  // last RESULT or first transmission
+    bool probed = false;            // the tail probe went since then
     std::unordered_map<uint64_t, std::shared_ptr<TensorState>> states;  // one part: by key
   };
 
@@ -154,12 +175,14 @@ struct AllreduceEngine::Impl {
   std::vector<Logical> lws;
   std::array<int8_t, 256> lw_of_id{};  // worker_id -> index in lws, -1 = not ours
   std::vector<uint32_t> owned;         // slots this engine serves
+  std::vector<uint16_t> lane_of;       // slot -> switch lcore serving it
+  unsigned reo_mult = 1;               // RACK window multiplier (spurious retransmissions double it)
   uint64_t next_deadline = UINT64_MAX;
   bool link_down = false;
   uint64_t restart_ns = 0, now = 0;
   uint16_t restart_from = 0;
-  bool redo_all = false;
-  unsigned outliers = 0;      // RTT samples ignored in a row      // the next timer scan resends every expired slot (restart, link back)
+  bool redo_all = false;      // the next timer scan resends every expired slot (restart, link back)
+  uint64_t last_tick = 0;     // the caller's previous tick
 
   explicit Impl(AllreduceEngine& eng) : e(eng) {}
 
@@ -241,34 +264,79 @@ struct AllreduceEngine::Impl {
     next_deadline = std::min(next_deadline, sl.deadline);
   }
 
-  uint64_t base_rto() const {
-    return e.stats_.rtt_samples ? e.stats_.rto_ns : e.cfg_.tuning.rto_init_ns;
-  }
+  uint64_t base_rto(const Logical& lw) const { return lw.rtt.samples ? lw.rtt.rto : e.cfg_.tuning.rto_init_ns; }
 
-  void rtt_sample(uint64_t r) {
-    EngineStats& st = e.stats_;
+  // One RTT sample of logical worker lw (its own estimator: in a process
+  // hosting several, the one that sends a chunk first waits for all the
+  // others and sees round trips of ms, the last one µs).
+  void rtt_sample(Logical& lw, uint64_t r) {
+    Rtt& st = lw.rtt;
     const double x = double(r);
     const AllreduceTuning& tu = e.cfg_.tuning;
+    EngineStats& es = e.stats_;
+    if (!es.min_rtt_ns || x < es.min_rtt_ns) es.min_rtt_ns = x;
+    ++es.rtt_samples;
+    // The recent peak, every sample (slow decay, ~4096 samples): the RTO's
+    // floor. srtt/rttvar below filter the far samples out (they are mostly
+    // another worker's loss), but a deep window on a loaded host has real
+    // round trips of tens of ms, and an RTO below them retransmits every
+    // sequence that waits in the queue.
+    st.peak = std::max(x, st.peak - st.peak / 4096);
     // A RESULT completes when the slowest worker's DATA arrived: a sample
     // far above srtt is usually another worker's loss and retransmission,
     // not our path. Counting those would feed the RTO with the RTO (at 10%
     // loss it climbs to the cap); a run of 8 such samples is a real change.
-    if (st.rtt_samples && x > 2 * st.srtt_ns + double(tu.rto_min_ns) && ++outliers < 8) return;
-    outliers = 0;
-    if (!st.rtt_samples) {
-      st.srtt_ns = x;
-      st.rttvar_ns = x / 2;
+    if (st.samples && x > 2 * st.srtt + double(tu.rto_min_ns) && ++st.outliers < 8) {
+      st.rto = rto_of(st);
     } else {
-      st.rttvar_ns = 0.75 * st.rttvar_ns + 0.25 * std::fabs(st.srtt_ns - x);
-      st.srtt_ns = 0.875 * st.srtt_ns + 0.125 * x;
+      st.outliers = 0;
+      if (!st.samples) {
+        st.srtt = x;
+        st.rttvar = x / 2;
+      } else {
+        st.rttvar = 0.75 * st.rttvar + 0.25 * std::fabs(st.srtt - x);
+        st.srtt = 0.875 * st.srtt + 0.125 * x;
+      }
+      ++st.samples;
+      st.rto = rto_of(st);
     }
-    ++st.rtt_samples;
-    const AllreduceTuning& t = tu;
-    // srtt + 4 rttvar, the variance term floored (as TCP's clock granularity
-    // G: a perfectly steady RTT must not leave the RTO at srtt), capped.
-    st.rto_ns = std::min<uint64_t>(uint64_t(st.srtt_ns + std::max(4 * st.rttvar_ns, double(t.rto_min_ns))),
-                                   t.rto_max_ns);
+    if (&lw == &lws.front()) {  // the summary shows the first logical worker's estimator
+      es.srtt_ns = st.srtt;
+      es.rttvar_ns = st.rttvar;
+      es.rto_ns = st.rto;
+      es.rtt_peak_ns = st.peak;
+    }
   }
+
+  // srtt + 4 rttvar, the variance term floored (as TCP's clock granularity
+  // G: a perfectly steady RTT must not leave the RTO at srtt); at least 5/4
+  // of the recent peak round trip, but that term at most 4x the first (a
+  // peak made by a recovery that needed the RTO must not ratchet the RTO up
+  // to its cap); capped. Loss is found by RACK and the tail probe: the RTO
+  // is the last resort and may be long.
+  uint64_t rto_of(const Rtt& st) const {
+    const AllreduceTuning& t = e.cfg_.tuning;
+    const double base = st.srtt + std::max(4 * st.rttvar, double(t.rto_min_ns));
+    return std::min<uint64_t>(uint64_t(std::max(base, std::min(1.25 * st.peak, 4 * base))), t.rto_max_ns);
+  }
+
+  // RACK's reorder window: a quarter of the smallest round trip (a memif
+  // round trip is tens of µs), at least reo_min, widened by spurious
+  // retransmissions, never above srtt.
+  uint64_t reo_wnd(const Logical& lw) const {
+    const uint64_t base =
+        std::max<uint64_t>(e.cfg_.tuning.reo_min_ns, uint64_t(e.stats_.min_rtt_ns / 4)) * reo_mult;
+    return std::min<uint64_t>(base, std::max<uint64_t>(uint64_t(lw.rtt.srtt), e.cfg_.tuning.reo_min_ns));
+  }
+
+  // Tail loss probe timeout: two smoothed round trips (an RTT and the
+  // reorder slack of the last ones), at least pto_min.
+  uint64_t pto(const Logical& lw) const {
+    return std::max<uint64_t>(uint64_t(2 * lw.rtt.srtt), e.cfg_.tuning.pto_min_ns);
+  }
+  // The timer of a sequence resent because it was lost: a probe timeout
+  // plus the round trip's variance.
+  uint64_t short_rto(const Logical& lw) const { return pto(lw) + uint64_t(4 * lw.rtt.rttvar); }
 
   void part_done(OpEntry& en, uint64_t now) {
     en.part_done = true;
@@ -381,8 +449,12 @@ bool AllreduceEngine::init(const EngineConfig& cfg, FrameIo& io, std::string& er
     return false;
   }
   m.lw_of_id.fill(-1);
-  for (uint32_t s = 0; s < cfg.job.slots; ++s)
+  const unsigned n_lanes = std::max<unsigned>(1, cfg.job.switch_lcores);
+  m.lane_of.resize(cfg.job.slots);
+  for (uint32_t s = 0; s < cfg.job.slots; ++s) {
     if (cfg.owns(s)) m.owned.push_back(s);
+    m.lane_of[s] = uint16_t(cfg.job.shard_of(s) % n_lanes);
+  }
   for (size_t i = 0; i < cfg.workers.size(); ++i) {
     const WorkerIdentity& w = cfg.workers[i];
     if (w.id >= cfg.job.num_workers) {
@@ -396,8 +468,9 @@ bool AllreduceEngine::init(const EngineConfig& cfg, FrameIo& io, std::string& er
     m.lw_of_id[w.id] = int8_t(i);
     Impl::Logical lw;
     lw.id = w;
-    lw.tmpl = std::make_unique<AgqFrameTemplate>(w.self, w.dst, cfg.job.lanes);
+    lw.tmpl = std::make_unique<FrameTemplate>(agq_frame_template(w.self, w.dst, cfg.job.lanes));
     lw.slots.resize(cfg.job.slots);
+    lw.lanes.resize(n_lanes);
     for (uint32_t s = 0; s < cfg.job.slots; ++s) lw.slots[s].g = s;
     m.lws.push_back(std::move(lw));
   }
@@ -424,7 +497,7 @@ bool AllreduceEngine::submit(const OpPtr& opp) {
   if (cfg_.parts == 1) {
     if (op.part_stats.size() < 1) op.part_stats.resize(1);
     if (op.parts_left.load() == 0) op.parts_left.store(1);
-  } else if (op.part_stats.size() != cfg_.parts || !op.state) {
+  } else if (op.part_stats.size() != cfg_.parts || !op.linked) {
     return reject("an op for a " + std::to_string(cfg_.parts) + "-part engine needs make_op(..., parts) and a state");
   }
   Impl::Logical& lw = m.lws[op.worker];
@@ -493,30 +566,48 @@ void AllreduceEngine::fail(const std::string& why) {
       }
 }
 
-bool AllreduceEngine::retransmit(uint32_t li, uint32_t s, uint64_t now_ns, bool backoff) {
+bool AllreduceEngine::retransmit(uint32_t li, uint32_t s, uint64_t now_ns, Resend why) {
   Impl& m = *im_;
   Impl::Logical& lw = m.lws[li];
   Impl::Slot& sl = lw.slots[s];
-  // Counted even when the io cannot take it (link down): retries are
-  // bounded in time whatever the link does.
+  // Counted even while the link is down (the io takes and drops the
+  // frame): retries are bounded in time whatever the link does. A full tx
+  // queue is not a try: the frame did not leave, it goes at the next tick,
+  // without a back-off (a loaded switch must not stretch our timers).
   const uint32_t b = li * cfg_.job.slots + s;
   uint8_t* f = m.io->frame(b);
   f[kAgqHdrOffset + 1] |= proto::kAgqFlagRetransmit;
-  const bool ok = m.io->send(lw.id.port, b, uint16_t(frame_len()));
-  if (ok)
-    ++counters_.tx_pkts;
-  else
+  if (!m.io->send(lw.id.port, b, uint16_t(frame_len()))) {
     ++counters_.tx_refused;
+    sl.deadline = now_ns;
+    m.next_deadline = now_ns;
+    return false;
+  }
+  ++counters_.tx_pkts;
   ++sl.tries;
   sl.retransmitted = true;
   sl.renewed = false;
   sl.send_seq = ++lw.send_seq;
-  lw.sent_order.push_back({s, sl.send_seq});
+  sl.xmit_ns = now_ns;
   ++counters_.retransmissions;
   if (Impl::OpEntry* en = m.entry(lw, sl.op_serial)) ++en->st.retransmissions;
   stats_.max_retries_seen = std::max<uint64_t>(stats_.max_retries_seen, sl.tries);
-  m.arm(sl, now_ns, backoff ? std::min(std::max(sl.rto, m.base_rto()) * 2, cfg_.tuning.rto_max_ns) : m.base_rto());
-  return ok;
+  // A sequence known to be lost (or probed) was resent into a path that
+  // delivers: if this copy is lost too, a short timer (a few round trips,
+  // doubling) finds it, not the RTO that must cover scheduling stalls. RACK
+  // itself judges first transmissions only: a retransmission that waits for
+  // a peer's own recovery would be marked again and again.
+  if (why == Resend::Lost) sl.marked = true;
+  const uint64_t base = m.base_rto(lw);
+  uint64_t next;
+  if (why != Resend::Timer)
+    next = std::min(m.short_rto(lw), base);
+  else if (sl.rto < base)
+    next = std::min(sl.rto * 2, base);
+  else
+    next = std::min(std::max(sl.rto, base) * 2, cfg_.tuning.rto_max_ns);
+  m.arm(sl, now_ns, next);
+  return true;
 }
 
 void AllreduceEngine::on_link(bool up, uint64_t now_ns) {
@@ -569,6 +660,17 @@ int AllreduceEngine::on_frame(std::span<const uint8_t> frame, uint64_t now_ns) {
   if (!current) {
     ++counters_.stale;
     if (Impl::OpEntry* en = m.entry(lw, sl.op_serial)) ++en->st.duplicates;
+    if ((flags & proto::kAgqFlagRetransmit) && sl.prev_retx && !sl.prev_flagged && rd32(h + 8) == uint32_t(sl.prev_g) &&
+        (flags & proto::kAgqFlagVersion) == sl.prev_v) {
+      // The use completed by the multicast RESULT (our first DATA counted),
+      // and the switch resent it for our retransmission: it was not needed.
+      // Widen RACK's reorder window (RFC 8985 §6.2's DSACK rule).
+      sl.prev_retx = false;
+      ++stats_.spurious;
+      // Only RACK's own mistakes say the reorder window is too narrow (a
+      // timer's or a probe's say the peer was slow).
+      if (sl.prev_marked) m.reo_mult = std::min(m.reo_mult * 2, 64u);
+    }
     return -1;
   }
   const bool fallback = flags & proto::kAgqFlagFallback;
@@ -597,25 +699,37 @@ int AllreduceEngine::on_frame(std::span<const uint8_t> frame, uint64_t now_ns) {
     }
     stats_.epoch = epoch;
   }
-  if (!got_reply_before || now_ns - last_result_ns_ > m.base_rto()) {
+  if (!got_reply_before || now_ns - last_result_ns_ > m.base_rto(lw)) {
     // Results flow again after a quiet spell (a late or descheduled peer):
     // the sequences in flight waited for the same peer; give them a full RTO
     // from now instead of retransmitting each one as its old deadline passes.
     // Once per transmission: a lossy, slow job must not starve a lost one.
-    const uint64_t d = now_ns + m.base_rto();
     for (auto& x : m.lws)
       for (uint32_t t : m.owned) {
+        const uint64_t d = now_ns + m.base_rto(x);
         Impl::Slot& y = x.slots[t];
         if (y.st == Impl::St::Sent && !y.renewed && y.deadline < d) y.deadline = d, y.renewed = true;
       }
   }
   last_result_ns_ = now_ns;
-  if (!sl.retransmitted) {
-    // Karn: a resent sequence's RESULT says nothing about when it left, nor
-    // which of its transmissions it overtook.
-    m.rtt_sample(now_ns - sl.sent_ns);
-    lw.max_done_seq = std::max(lw.max_done_seq, sl.send_seq);
+  lw.last_progress_ns = now_ns;
+  lw.probed = false;
+  {
+    // Karn: a resent sequence's RESULT says nothing about the round trip,
+    // nor (for RACK) which transmission it answers.
+    if (!sl.retransmitted) {
+      const uint64_t rtt = now_ns - sl.xmit_ns;
+      m.rtt_sample(lw, rtt);
+      Impl::Lane& ln = lw.lanes[m.lane_of[s]];
+      if (sl.send_seq > ln.rack_seq) ln.rack_seq = sl.send_seq, ln.rack_rtt = rtt;
+    }
   }
+  sl.prev_g = sl.g;
+  sl.prev_v = uint8_t(flags & proto::kAgqFlagVersion);
+  sl.prev_retx = sl.retransmitted;
+  sl.prev_flagged = flags & proto::kAgqFlagRetransmit;
+  sl.prev_marked = sl.marked;
+  sl.marked = false;
   Impl::OpEntry& en = *m.entry(lw, sl.op_serial);
   AllreduceOp& op = *en.op;
   OpStats& st = en.st;
@@ -661,6 +775,12 @@ int AllreduceEngine::on_frame(std::span<const uint8_t> frame, uint64_t now_ns) {
     return int(b);
   }
   ++counters_.chunks_done;
+  {
+    const uint64_t age = now_ns - sl.sent_ns;
+    stats_.max_chunk_ns = std::max(stats_.max_chunk_ns, age);
+    stats_.chunks_over_1ms += age > 1'000'000;
+    stats_.chunks_over_5ms += age > 5'000'000;
+  }
   sl.g += job.slots;
   sl.st = Impl::St::Idle;
   if (--en.left == 0) m.part_done(en, now_ns);
@@ -669,11 +789,22 @@ int AllreduceEngine::on_frame(std::span<const uint8_t> frame, uint64_t now_ns) {
   return int(b);
 }
 
-unsigned AllreduceEngine::tick(uint64_t now_ns) {
+unsigned AllreduceEngine::tick(uint64_t now_ns, bool timers) {
   if (!im_ || failed()) return 0;
   Impl& m = *im_;
   m.now = now_ns;
   unsigned sent = 0;
+  if (m.last_tick && cfg_.tuning.away_ns && now_ns - m.last_tick > cfg_.tuning.away_ns) {
+    // This process was not running (descheduled on a loaded host): the time
+    // it was away says nothing about the network; the timers pause for it.
+    const uint64_t gap = now_ns - m.last_tick;
+    for (auto& lw : m.lws)
+      for (uint32_t s : m.owned)
+        if (lw.slots[s].st == Impl::St::Sent) lw.slots[s].deadline += gap;
+    if (m.next_deadline != UINT64_MAX) m.next_deadline += gap;
+    ++stats_.away;
+  }
+  m.last_tick = now_ns;
   const uint32_t window = cfg_.job.max_outstanding();
   const uint16_t len = uint16_t(frame_len());
   for (uint32_t li = 0; li < m.lws.size(); ++li) {
@@ -692,48 +823,74 @@ unsigned AllreduceEngine::tick(uint64_t now_ns) {
       Impl::Slot& sl = lw.slots[s];
       sl.st = Impl::St::Sent;
       sl.tries = 0;
-      sl.retransmitted = false;
+      sl.retransmitted = sl.marked = false;
       sl.renewed = false;
-      sl.sent_ns = now_ns;
+      sl.sent_ns = sl.xmit_ns = now_ns;
+      lw.sent_end = std::max(lw.sent_end, sl.g + 1);
       sl.send_seq = ++lw.send_seq;
-      lw.sent_order.push_back({s, sl.send_seq});
-      m.arm(sl, now_ns, m.base_rto());
+      // An OVERFLOW redo leaves when each worker gets its RESULT, at
+      // different times in different processes, so later sequences overtake
+      // it without any loss: RACK does not judge it (its timer does).
+      if (!sl.redos) lw.lanes[m.lane_of[s]].order.push_back({s, sl.send_seq});
+      m.arm(sl, now_ns, m.base_rto(lw));
+      if (!lw.in_flight) lw.last_progress_ns = now_ns, lw.probed = false;
       ++lw.in_flight;
       ++sent;
       if (!first_send_ns_) first_send_ns_ = now_ns;
     }
   }
-  // Overtaken sequences (lost DATA or RESULT while others complete): resent
-  // at once, without waiting for the RTO, which must cover scheduling stalls.
-  // (a window of fewer slots than the reorder threshold uses a quarter of it)
-  const uint64_t reorder =
-      std::min<uint64_t>(cfg_.tuning.reorder, std::max<uint64_t>(4, cfg_.job.max_outstanding() / 4));
-  for (uint32_t li = 0; li < m.lws.size() && reorder && !failed(); ++li) {
+  // RACK (RFC 8985): a sequence still outstanding after one sent later on
+  // the same switch lcore came back, plus a reorder window, is lost (our
+  // DATA, a peer's DATA or our RESULT): resent at once, without waiting for
+  // the RTO, which must cover scheduling stalls.
+  // RESULTs still unread in the rx ring (the caller stopped draining to
+  // send): no loss detection of any kind until they are read.
+  if (!timers) return sent;
+  for (uint32_t li = 0; li < m.lws.size() && !failed(); ++li) {
     Impl::Logical& lw = m.lws[li];
-    while (!lw.sent_order.empty()) {
-      const auto [s, q] = lw.sent_order.front();
-      Impl::Slot& sl = lw.slots[s];
-      if (sl.st != Impl::St::Sent || sl.send_seq != q) {
-        lw.sent_order.pop_front();
-        continue;
+    const uint64_t reo = cfg_.tuning.reo_min_ns ? m.reo_wnd(lw) : 0;
+    if (li == 0) stats_.reo_wnd_ns = reo;
+    for (Impl::Lane& ln : lw.lanes)
+      while (reo && !ln.order.empty()) {
+        const auto [s, q] = ln.order.front();
+        Impl::Slot& sl = lw.slots[s];
+        if (sl.st != Impl::St::Sent || sl.send_seq != q) {
+          ln.order.pop_front();
+          continue;
+        }
+        if (q >= ln.rack_seq || now_ns < sl.xmit_ns + ln.rack_rtt + reo) break;
+        ln.order.pop_front();
+        if (retransmit(li, s, now_ns, Resend::Lost)) ++sent;
+        ++stats_.fast_retransmissions;
       }
-      if (lw.max_done_seq < q + reorder) break;
-      lw.sent_order.pop_front();
-      if (retransmit(li, s, now_ns, false)) ++sent;
-      ++stats_.fast_retransmissions;
+    // The tail: nothing left to send, so a lost sequence may have no later
+    // one to reveal it. One probe (the newest sequence: its RESULT lets
+    // RACK judge every older one) after 2 srtt without a RESULT.
+    if (cfg_.tuning.tail_probe && lw.rtt.samples && lw.in_flight && !lw.probed &&
+        lw.sent_end >= lw.next_global && now_ns >= lw.last_progress_ns + m.pto(lw)) {
+      uint32_t newest = UINT32_MAX;
+      uint64_t q = 0;
+      for (uint32_t s : m.owned)
+        if (lw.slots[s].st == Impl::St::Sent && lw.slots[s].send_seq >= q) q = lw.slots[s].send_seq, newest = s;
+      lw.probed = true;
+      if (newest != UINT32_MAX) {
+        if (retransmit(li, newest, now_ns, Resend::Probe)) ++sent;
+        ++stats_.tail_probes;
+      }
     }
   }
   if (now_ns >= m.next_deadline) {
     // Timers, after rx was drained (the caller's loop): a RESULT waiting in
     // the rx ring is never mistaken for a loss.
     m.next_deadline = UINT64_MAX;
-    const bool quiet = !m.redo_all && (!got_reply_ || now_ns - last_result_ns_ > m.base_rto() / 2);
+    const bool redo_all = m.redo_all;
     m.redo_all = false;
     for (uint32_t li = 0; li < m.lws.size() && !failed(); ++li) {
       Impl::Logical& lw = m.lws[li];
+      const bool quiet = !redo_all && (!got_reply_ || now_ns - last_result_ns_ > m.base_rto(lw) / 2);
       if (!lw.in_flight) continue;
       uint32_t probe = UINT32_MAX;
-      if (quiet) {
+      {
         uint64_t oldest = UINT64_MAX;
         for (uint32_t s : m.owned)
           if (lw.slots[s].st == Impl::St::Sent && lw.slots[s].g < oldest) oldest = lw.slots[s].g, probe = s;
@@ -755,8 +912,14 @@ unsigned AllreduceEngine::tick(uint64_t now_ns) {
         // probes a chunk the others have completed (the switch answers with
         // the kept RESULT) or probe themselves, so no two workers wait on
         // each other's probes.
-        if (quiet && s != probe) {
-          m.arm(sl, now_ns, m.base_rto());
+        // Likewise a first transmission that nothing sent after it on its
+        // switch lcore has overtaken: had it been lost while the path
+        // delivers, RACK would have found it; it waits for a slow peer (or
+        // is in the tail, which the probe covers). Results flowing from a
+        // peer that is merely slow must not make every such sequence resend.
+        const bool waiting = !redo_all && sl.tries == 0 && lw.lanes[m.lane_of[s]].rack_seq < sl.send_seq;
+        if ((quiet || waiting) && s != probe) {
+          m.arm(sl, now_ns, m.base_rto(lw));
           continue;
         }
         if (sl.tries >= cfg_.tuning.max_retries) {
@@ -778,7 +941,7 @@ unsigned AllreduceEngine::tick(uint64_t now_ns) {
           fail(why);
           return sent;
         }
-        if (retransmit(li, s, now_ns, true)) ++sent;
+        if (retransmit(li, s, now_ns, Resend::Timer)) ++sent;
       }
     }
   }

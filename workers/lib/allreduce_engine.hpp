@@ -26,11 +26,15 @@
 // Per slot: one sequence at a time, alternating versions; the DATA of the
 // next use leaves only after the RESULT of the current one. RTO per slot from
 // the measured round trip (srtt + 4 rttvar, the variance term floored; Karn:
-// only first transmissions are sampled), capped; a sequence overtaken by
-// `reorder` later ones is resent at once (loss costs one reorder window,
-// not an RTO, which must cover scheduling stalls), doubling per retransmission; max_retries
-// retransmissions (counted also while the link is down) fail the engine
-// with a report of every stalled slot. OVERFLOW in a RESULT: the chunk goes
+// only first transmissions are sampled), capped, doubling per
+// retransmission; it is the last resort, it must cover scheduling stalls.
+// Loss is found by order first (RACK, RFC 8985): the switch keeps the order
+// of one sender's packets per owner lcore (PROTOCOL.md §10), so a sequence
+// still outstanding when a sequence sent after it on the same switch lcore
+// has completed, and a reorder window later, is lost and resent at once; the
+// tail (nothing sent after it completes) gets one probe after 2 srtt (TLP).
+// max_retries retransmissions (counted also while the link is down) fail
+// the engine with a report of every stalled slot. OVERFLOW in a RESULT: the chunk goes
 // again on the slot's next use with e + 2 (max_redos). FALLBACK results
 // (computed by the PS) decode at d = 0. A RESULT with a new boot epoch (or a
 // link that came back) means the switch restarted: in-flight sequences are
@@ -62,6 +66,7 @@ struct AllreduceJob {
   uint8_t lanes = 32;        // lane profile: 32 (Tofino 2 / software) or 16 (Tofino 1)
   uint8_t row_shift = 0;     // slots per row = 2^row_shift (PROTOCOL.md §3), for the shard
   uint8_t max_width = 32;    // requests are capped at this (the job's max_width)
+  uint16_t switch_lcores = 1;  // the switch's dataplane lcores: shard k is served in order by lcore k mod this
 
   std::string validate() const;
   uint32_t max_outstanding() const { return window ? window : slots; }
@@ -77,12 +82,26 @@ struct AllreduceTuning {
   double margin = 2.0;            // headroom over the previous op's chunk max
   uint64_t rto_init_ns = 20'000'000;  // before the first RTT sample
   uint64_t rto_min_ns = 5'000'000;    // RTO = srtt + max(4 rttvar, this): the variance term's floor
-  unsigned reorder = 64;              // a sequence overtaken by this many later ones is resent (0: RTO only)
+  // RACK reorder window: max(this, min_rtt / 4), doubled per retransmission
+  // found spurious (up to srtt); 0 = no loss detection by order (RTO only).
+  // 200 µs: a peer's own recovery (its RACK, one round trip) mostly fits in
+  // it on a loaded host, so fewer of the N-1 duplicate resends of a loss
+  // (20 µs: 1.5-2x the retransmissions and up to 2x the time at 1% loss,
+  // N = 2, 16 MB, load 7-9).
+  uint64_t reo_min_ns = 200'000;
+  bool tail_probe = true;             // TLP: one probe of the newest sequence after 2 srtt without a RESULT
+  uint64_t pto_min_ns = 100'000;      // ... but not before this
   uint64_t rto_max_ns = 640'000'000;  // cap, also of the back-off
   unsigned max_retries = 25;          // retransmissions of one sequence before failing
   unsigned max_redos = 8;             // OVERFLOW redos of one chunk before accepting the clipped result
   uint64_t reply_timeout_ns = 5'000'000'000;  // no RESULT at all since the first DATA
   unsigned burst = 32;                // DATA per logical worker per tick
+  // Two ticks further apart than this: the caller's process was descheduled
+  // (a poll loop ticks every few µs, or sleeps at most its idle sleep), and
+  // the retransmission timers pause for the gap. 0 = never (the default:
+  // under heavy load it stretched recovery at 10% loss until sequences ran
+  // out of retries; the RTO and the waiting rule cover descheduling).
+  uint64_t away_ns = 0;
 };
 
 // One logical worker hosted by the engine.
@@ -102,7 +121,8 @@ struct EngineConfig {
   // iff (shard_of(s) mod queues) mod parts == part (PROTOCOL.md §10: shard k
   // goes to queue k mod Q; lcore j serves queues q = j mod parts).
   unsigned part = 0, parts = 1, queues = 1;
-  bool owns(uint32_t slot) const { return (job.shard_of(slot) % queues) % parts == part; }
+  bool owns(uint32_t slot) const { return part_of(slot) == part; }
+  unsigned part_of(uint32_t slot) const { return (job.shard_of(slot) % queues) % parts; }
 };
 
 // Where the engine's frames live and go. Buffer b = worker index * slots +
@@ -156,8 +176,9 @@ struct AllreduceOp {
 
   // Shared by the engines of a multi-part process: the app calls
   // prepare_op() once before submitting the op to every part; with one part
-  // the engine does it itself with a state per key.
-  std::shared_ptr<TensorState> state;
+  // the engine does it itself with a state per key. Weak: the state holds
+  // its last op, which must not keep the state alive in turn.
+  std::weak_ptr<TensorState> state;
 
   // Engine-private.
   std::atomic<unsigned> parts_left{0};
@@ -214,6 +235,15 @@ struct EngineStats {
   uint64_t switch_restarts = 0;     // boot epoch changes seen
   uint64_t link_downs = 0;
   uint64_t fast_retransmissions = 0; // resent because later sequences overtook them (part of the retransmissions)
+  uint64_t tail_probes = 0;          // TLP probes (part of the retransmissions)
+  uint64_t away = 0;                 // ticks more than 2 ms apart (descheduled): timers paused for the gap
+  uint64_t spurious = 0;             // retransmissions found unnecessary (the original completed: a resent RESULT followed)
+  uint64_t reo_wnd_ns = 0;           // current RACK reorder window
+  double min_rtt_ns = 0;
+  double rtt_peak_ns = 0;            // recent peak round trip (slow decay): the RTO is at least 5/4 of it
+  // Completion times (first DATA -> final RESULT) of chunks: how long loss
+  // recovery makes the slowest ones wait.
+  uint64_t chunks_over_1ms = 0, chunks_over_5ms = 0, max_chunk_ns = 0;
   uint16_t epoch = 0;               // last boot epoch seen (0: none yet)
   uint64_t rtt_samples = 0;
   double srtt_ns = 0, rttvar_ns = 0;
@@ -234,8 +264,10 @@ class AllreduceEngine {
   // the slot's next DATA in place), or -1 (not ours / nothing to adopt).
   int on_frame(std::span<const uint8_t> frame, uint64_t now_ns);
   // Call after rx is drained: sends ready DATA (burst per logical worker)
-  // and services the retransmission timers. Returns frames sent.
-  unsigned tick(uint64_t now_ns);
+  // and services the retransmission timers. timers = false: rx is not
+  // drained yet (the loop sends between rx bursts), so only sends. Returns
+  // frames sent.
+  unsigned tick(uint64_t now_ns, bool timers = true);
   // The io saw the link go down or come back (a restarted switch: redo in-flight sequences).
   void on_link(bool up, uint64_t now_ns);
   void set_observer(ChunkObserver* o) { observer_ = o; }
@@ -258,7 +290,10 @@ class AllreduceEngine {
 
  private:
   struct Impl;
-  bool retransmit(uint32_t li, uint32_t s, uint64_t now_ns, bool backoff);
+  // Why a sequence is resent: its timer expired (back-off), it was found
+  // lost by order or probed (a short timer follows, doubling up to the RTO).
+  enum class Resend { Timer, Lost, Probe };
+  bool retransmit(uint32_t li, uint32_t s, uint64_t now_ns, Resend why);
   std::unique_ptr<Impl> im_;
   EngineConfig cfg_;
   ChunkObserver* observer_ = nullptr;

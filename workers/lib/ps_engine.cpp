@@ -12,7 +12,8 @@ bool PsEngine::init(const PsConfig& cfg, std::string& err) {
   if (cfg.assume_fresh_switch) verifier_.assume_fresh();
   const Endpoint ps = ps_endpoint(cfg.job.job_id);
   // ACKs go to every worker (the switch multicasts them): broadcast addresses.
-  frame_ = std::make_unique<FrameTemplate>(ps, proto::Mac{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}, ps.ip | 0xFF);
+  frame_ = std::make_unique<FrameTemplate>(
+      classic_frame_template(ps, Endpoint{proto::Mac{0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF}, ps.ip | 0xFF}));
   const uint64_t slots = std::min<uint64_t>(cfg.job.window, cfg.job.chunks());
   expected_.resize(slots);
   for (uint64_t s = 0; s < slots; ++s) expected_[s] = s;

@@ -6,6 +6,22 @@
 
 namespace agq::worker {
 
+void add_counters(Counters& a, const Counters& b) {
+  a.tx_pkts += b.tx_pkts;
+  a.rx_pkts += b.rx_pkts;
+  a.chunks_done += b.chunks_done;
+  a.acks += b.acks;
+  a.retries += b.retries;
+  a.retransmissions += b.retransmissions;
+  a.duplicates += b.duplicates;
+  a.stale += b.stale;
+  a.foreign += b.foreign;
+  a.malformed += b.malformed;
+  a.other += b.other;
+  a.tx_refused += b.tx_refused;
+  a.errors += b.errors;
+}
+
 std::string Progress::line(const char* role, const Counters& c, uint64_t elements_done, uint64_t outstanding,
                            uint64_t now_ns) {
   const uint64_t pkts = c.tx_pkts + c.rx_pkts;

@@ -22,6 +22,9 @@ struct Counters {
   uint64_t errors = 0;           // verification mismatches (PS) and protocol errors
 };
 
+// a += b, field by field (the parts of a multi-lcore process).
+void add_counters(Counters& a, const Counters& b);
+
 class Progress {
  public:
   // One line: packets, Mpps, Gbit/s of gradient (32-bit elements), elements/s,

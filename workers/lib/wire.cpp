@@ -8,7 +8,6 @@ namespace agq::worker {
 
 namespace {
 constexpr char kDoneTag[8] = {'A', 'G', 'Q', 'D', 'O', 'N', 'E', '1'};
-constexpr int kAgqOffset = proto::Ethernet::kLen + proto::Ipv4::kLen + proto::Udp::kLen;
 }  // namespace
 
 Endpoint worker_endpoint(uint8_t job_id, unsigned worker_id) {
@@ -20,18 +19,28 @@ Endpoint ps_endpoint(uint8_t job_id) {
   return {{0x02, 0, 0, 0, job_id, 0xFE}, uint32_t(10) << 24 | uint32_t(job_id) << 16 | 254};
 }
 
-FrameTemplate::FrameTemplate(const Endpoint& src, const proto::Mac& dst_mac, uint32_t dst_ip) {
+FrameTemplate::FrameTemplate(const Endpoint& src, const Endpoint& dst, uint16_t port, size_t header_len)
+    : header_len_(header_len) {
   proto::UdpFrameSpec s;
   s.src_mac = src.mac;
-  s.dst_mac = dst_mac;
+  s.dst_mac = dst.mac;
   s.src_ip = src.ip;
-  s.dst_ip = dst_ip;
-  frame_ = proto::build_agq_classic_frame(s, proto::AgqClassic{});
+  s.dst_ip = dst.ip;
+  s.src_port = s.dst_port = port;
+  const std::vector<uint8_t> zero(header_len, 0);
+  frame_ = proto::build_udp_frame(s, zero);  // lengths right; the header is written per packet
 }
 
-void FrameTemplate::write(const proto::AgqClassic& h, uint8_t* out) const {
-  std::memcpy(out, frame_.data(), kAgqOffset);
-  h.encode(out + kAgqOffset);
+void FrameTemplate::write_l2l4(uint8_t* out) const { std::memcpy(out, frame_.data(), kL4HdrOffset); }
+
+void FrameTemplate::write_l2l4(uint8_t* out, uint16_t src_port) const {
+  write_l2l4(out);
+  out[kL4HdrOffset - 8] = uint8_t(src_port >> 8);
+  out[kL4HdrOffset - 7] = uint8_t(src_port);
+}
+
+FrameTemplate classic_frame_template(const Endpoint& src, const Endpoint& dst) {
+  return FrameTemplate(src, dst, proto::kAgqClassicPortA, proto::AgqClassic::kLen);
 }
 
 proto::AgqClassic make_agq(uint16_t job_and_seq, uint8_t worker_id, uint8_t total_workers, uint16_t hash_id,

@@ -34,16 +34,48 @@ struct Endpoint {
 Endpoint worker_endpoint(uint8_t job_id, unsigned worker_id);
 Endpoint ps_endpoint(uint8_t job_id);
 
-// A prebuilt frame whose AGQ header is rewritten per packet.
+// Offset of the protocol header in the untagged frames the workers build.
+inline constexpr size_t kL4HdrOffset = proto::Ethernet::kLen + proto::Ipv4::kLen + proto::Udp::kLen;
+
+// How a protocol's header goes into a frame of `len` header bytes (both
+// protocols' headers encode their full length; a shorter agq lane profile
+// overrides it, lib/agq_wire.hpp).
+template <class H>
+struct HeaderPolicy {
+  static void encode(const H& h, uint8_t* out, size_t /*len*/) { h.encode(out); }
+};
+
+// The one frame builder of both protocols: a prebuilt Ethernet/IPv4/UDP
+// frame from src to dst (UDP port `port` both ways) whose header (len bytes,
+// the UDP payload) is written per packet: write<H> for a whole frame, or
+// only L2-L4 when the packet path writes the header itself in place.
 class FrameTemplate {
  public:
-  FrameTemplate(const Endpoint& src, const proto::Mac& dst_mac, uint32_t dst_ip);
-  // Writes the frame for `h` into out[0..kAgqFrameLen).
-  void write(const proto::AgqClassic& h, uint8_t* out) const;
+  FrameTemplate(const Endpoint& src, const Endpoint& dst, uint16_t port, size_t header_len);
+  // Ethernet/IPv4/UDP (kL4HdrOffset bytes), UDP source port src_port.
+  void write_l2l4(uint8_t* out, uint16_t src_port) const;
+  void write_l2l4(uint8_t* out) const;  // the template's own source port
+  // The whole frame for h (frame_len() bytes).
+  template <class H>
+  void write(const H& h, uint8_t* out) const {
+    write_l2l4(out);
+    HeaderPolicy<H>::encode(h, out + kL4HdrOffset, header_len_);
+  }
+  template <class H>
+  void write(const H& h, uint8_t* out, uint16_t src_port) const {
+    write_l2l4(out, src_port);
+    HeaderPolicy<H>::encode(h, out + kL4HdrOffset, header_len_);
+  }
+  size_t frame_len() const { return kL4HdrOffset + header_len_; }
+  size_t header_len() const { return header_len_; }
 
  private:
   std::vector<uint8_t> frame_;
+  size_t header_len_;
 };
+
+// The classic protocol's frames (73-byte header, UDP kAgqClassicPortA).
+FrameTemplate classic_frame_template(const Endpoint& src, const Endpoint& dst);
 
 proto::AgqClassic make_agq(uint16_t job_and_seq, uint8_t worker_id, uint8_t total_workers, uint16_t hash_id,
                            uint8_t is_ack, uint64_t chunk, Kind kind, const Lanes& lanes);

@@ -29,7 +29,7 @@ bool WorkerEngine::init(const WorkerConfig& cfg, std::string& err) {
     lw.port = cfg.ports[i];
     lw.source = make_source(cfg.source, cfg.seed, lw.id, cfg.job.elements, err);
     if (!lw.source) return false;
-    lw.frame = std::make_unique<FrameTemplate>(worker_endpoint(cfg.job.job_id, lw.id), ps.mac, ps.ip);
+    lw.frame = std::make_unique<FrameTemplate>(classic_frame_template(worker_endpoint(cfg.job.job_id, lw.id), ps));
     lw.cur.assign(slots, kUnknown);
     lw.state.assign(slots, State::Unknown);
     lw.sent_ns.assign(slots, 0);

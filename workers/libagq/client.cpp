@@ -10,6 +10,7 @@
 #include <limits>
 #include <unordered_map>
 
+#include "app/mbuf_frame_io.hpp"
 #include "app/ports.hpp"
 #include "dataplane/idle_backoff.hpp"
 #include "lib/buffer_frame_io.hpp"
@@ -121,7 +122,8 @@ std::unique_ptr<Client> Client::open(const ClientOptions& opt) {
   if (!start_eal_once(args, err)) throw ClientError("libagq: " + err);
   std::unique_ptr<Client> c(new Client(opt));
   c->ports_ = std::make_unique<worker::Ports>();
-  if (!c->ports_->open(opt.connect_timeout_s, err))
+  // One mbuf per slot stays with the engine (app/mbuf_frame_io.hpp).
+  if (!c->ports_->open(opt.connect_timeout_s, err, 1, opt.job.job.slots))
     throw ClientError("libagq: job " + std::to_string(opt.job.job.job_id) + " worker " +
                       std::to_string(opt.job.worker_id) + ": " + err);
   if (c->ports_->count() != 1)
@@ -213,11 +215,15 @@ std::vector<std::shared_ptr<OpHandle>> Client::take_completed(double timeout_s) 
 void Client::poll_main() {
   rte_thread_register();  // an lcore id, so mempool caches work for this thread
   const worker::EngineConfig cfg = engine_config(opt_);
-  worker::BufferFrameIo io(cfg.job.slots, worker::agq_frame_len(cfg.job.lanes));
-  io.set_sink(ports_.get());
+  // agq-worker's packet path: an mbuf per slot, a RESULT rewritten in place
+  // into the slot's next DATA, tx bursts, bulk free, link watch.
+  worker::MbufFrameIo io(*ports_, cfg.job.slots, 0);
   worker::AllreduceEngine eng;
   std::string err;
-  eng.init(cfg, io, err);  // validated in open()
+  if (!io.ok()) err = "no mbufs for " + std::to_string(cfg.job.slots) + " slots (raise ClientOptions::mem_mb)";
+  if (err.empty()) eng.init(cfg, io, err);  // validated in open()
+  if (!err.empty()) eng.fail("libagq: " + err);
+  worker::LinkWatch links(*ports_, io, true);
   BoundWriter bounds;
   bounds.n = cfg.job.num_workers;
   eng.set_observer(&bounds);
@@ -270,9 +276,14 @@ void Client::poll_main() {
       delete box;
     }
     work += n;
-    work += ports_->poll(0, [&](uint16_t, std::span<const uint8_t> b) { eng.on_frame(b, now); });
-    work += eng.tick(now);
-    work += ports_->flush();
+    bool drained = true;
+    work += worker::drain_rx(
+        *ports_, 0, 0, [&](rte_mbuf* m) { worker::keep_or_free(io, m, eng.on_frame(worker::bytes_of(m), now)); },
+        drained);
+    io.free_now();
+    work += eng.tick(now, drained);  // timers only once the rx ring is empty
+    work += io.flush();
+    links.poll(now, [&](uint16_t, bool up) { eng.on_link(up, now); });
     work += report();
     if (eng.failed() && !reported) {
       reported = true;

@@ -5,7 +5,6 @@
 
 #include <algorithm>
 
-#include "pipeline/agq/ordinary.hpp"
 #include "pipeline/agq/salu.hpp"
 #include "pipeline/agq_fast/wire.hpp"
 #include "proto/bytes.hpp"
@@ -67,16 +66,41 @@ tna::Decision AgqFastProgram::process(std::span<uint8_t> bytes, const tna::Ingre
 }
 
 void AgqFastProgram::process_burst(tna::BurstPacket* pkts, unsigned n) {
+  static_assert(kChunk <= Forwarding::kBurstMax);
   Meta meta[kChunk];
+  FrameView views[kChunk];   // filled for frames that are not agq traffic
+  uint8_t ordinary[kChunk];  // their burst indices, in arrival order, for Forwarding
   for (unsigned base = 0; base < n; base += kChunk) {
     tna::BurstPacket* p = pkts + base;
     const unsigned m = std::min(kChunk, n - base);
     // Stage 0: parser, validation, job_t, worker_t, slot_row_t; prefetch
-    // the slot records and rows the register stages will touch.
+    // the slot records and rows the register stages will touch. A frame
+    // that is not agq traffic is parsed (view only) and listed for the
+    // forwarding stage, or dropped on a parser error.
+    unsigned k = 0;
+    // Frames are prefetched ahead of the parser: the first line (headers,
+    // all an ordinary frame needs) 4 packets ahead, the agq lanes' second
+    // line 2 ahead.
+    for (unsigned i = 0; i < m && i < 4; ++i) __builtin_prefetch(p[i].bytes);
     for (unsigned i = 0; i < m; ++i) {
+      if (i + 4 < m) __builtin_prefetch(p[i + 4].bytes);
       if (i + 2 < m) __builtin_prefetch(p[i + 2].bytes + 64);
-      meta[i] = Meta{};
-      admit(p[i], meta[i]);
+      // One parse for every frame (parse_view() agrees with parse(), which
+      // the model runs): agq traffic is admitted at the offsets it found.
+      if (parse_view(p[i].bytes, p[i].len, views[i]) == ParserError::None && views[i].agq_valid) {
+        meta[i] = Meta{};
+        admit(p[i], views[i], meta[i]);
+        continue;
+      }
+      meta[i].frame = nullptr;  // no register stage, no agq_forward_t
+      meta[i].slot = nullptr;
+      if (views[i].error != ParserError::None) {
+        ++c_.parser_errors;
+        ++c_.fwd_drops[std::size_t(DropReason::ParserError)];
+        p[i].decision = tna::Decision::drop(uint16_t(DropReason::ParserError));
+        continue;
+      }
+      ordinary[k++] = uint8_t(i);
     }
     // Stages 2-17: the registers, packet by packet in arrival order.
     for (unsigned i = 0; i < m; ++i)
@@ -84,19 +108,27 @@ void AgqFastProgram::process_burst(tna::BurstPacket* pkts, unsigned n) {
     // agq_forward_t and the header of what leaves.
     for (unsigned i = 0; i < m; ++i)
       if (meta[i].frame) forward(p[i], meta[i]);
+    // Ordinary forwarding (L2, host routes, ARP proxy) over its own
+    // sub-vector: its tables are not the registers, so running it after the
+    // agq packets of the burst changes no result.
+    if (k != 0) {
+      forwarding().apply_burst(p, views, ordinary, k);
+      for (unsigned j = 0; j < k; ++j) {
+        const tna::Decision& d = p[ordinary[j]].decision;
+        if (d.kind == tna::Decision::Kind::Drop && d.drop_reason < c_.fwd_drops.size()) ++c_.fwd_drops[d.drop_reason];
+      }
+    }
   }
 }
 
 // ---- stage 0: parser, header sanity, job_t, worker_t (Ingress::validate);
 // stages 1-2: slot and row indices. Nothing of any job is touched here.
-void AgqFastProgram::admit(tna::BurstPacket& p, Meta& m) {
-  AgqFrame f;
-  if (!locate_agq(p.bytes, p.len, f)) {
-    Headers hdr;  // parser errors and ordinary traffic: the parser and Forwarding
-    const auto d = ordinary_traffic(forwarding(), std::span<uint8_t>(p.bytes, p.len), p.md, hdr, c_);
-    p.decision = d ? *d : tna::Decision::drop(uint16_t(DropReason::ParserError));  // (locate_agq == parse)
-    return;
-  }
+// `v`: the frame's parse, with a valid agq header.
+void AgqFastProgram::admit(tna::BurstPacket& p, const FrameView& v, Meta& m) {
+  // parse_view() marked the agq header valid: Ethernet, at most one tag,
+  // IPv4 IHL 5 not a fragment, UDP to 50100, the whole header present
+  // (exactly locate_agq()'s frames).
+  const AgqFrame f{v.l3_offset, v.payload_offset};
   ++c_.agq_packets;
   m.frame = p.bytes;
   m.worker = &kWorkerMiss;

@@ -114,7 +114,7 @@ class AgqFastProgram final : public AgqSwitchProgram {
     const uint16_t i = job_slot_[job_id];
     return i ? &jobs_[i - 1] : nullptr;
   }
-  void admit(tna::BurstPacket& p, Meta& m);
+  void admit(tna::BurstPacket& p, const FrameView& v, Meta& m);
   void registers(Meta& m);
   void lanes(Meta& m, bool add, bool extract);
   void forward(tna::BurstPacket& p, Meta& m);

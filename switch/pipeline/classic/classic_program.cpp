@@ -123,7 +123,8 @@ struct ClassicProgram::Impl {
   void agq(uint8_t* payload, const tna::IngressIntrinsicMd& md, tna::Decision& out);
   void run(uint8_t* bytes, const FrameView& v, Forwarding& fwd, const tna::IngressIntrinsicMd& md,
            tna::Decision& out);
-  void prefetch(const uint8_t* bytes, const FrameView& v, const Forwarding& fwd) const;
+  // Starts loading the register records an AGQ packet's pass will touch.
+  void prefetch(const uint8_t* bytes, const FrameView& v) const;
 
   void count(const tna::Decision& d) {
     if (d.kind == tna::Decision::Kind::Drop && d.drop_reason < kDropReasons) ++drops[d.drop_reason];
@@ -319,9 +320,8 @@ void ClassicProgram::Impl::run(uint8_t* bytes, const FrameView& v, Forwarding& f
   count(out);
 }
 
-void ClassicProgram::Impl::prefetch(const uint8_t* bytes, const FrameView& v, const Forwarding& fwd) const {
-  if (v.error != ParserError::None) return;
-  if (!v.agq_classic_valid) return fwd.prefetch(bytes);
+void ClassicProgram::Impl::prefetch(const uint8_t* bytes, const FrameView& v) const {
+  if (v.error != ParserError::None || !v.agq_classic_valid) return;
   const AgqFields in = read_fields(bytes + v.payload_offset);
   if (in.hash_id < capacity) __builtin_prefetch(&slots[in.hash_id], 1);
   if (in.hash1 < capacity) __builtin_prefetch(&aggs[in.hash1], 1);
@@ -344,23 +344,37 @@ tna::Decision ClassicProgram::process(std::span<uint8_t> bytes, const tna::Ingre
 
 void ClassicProgram::process_burst(tna::BurstPacket* pkts, unsigned n) {
   constexpr unsigned kChunk = 32;
+  static_assert(kChunk <= Forwarding::kBurstMax);
   constexpr unsigned kAhead = 4;
   Impl& s = *impl_;
   FrameView views[kChunk];
+  uint8_t ordinary[kChunk];  // burst indices of the frames for Forwarding, in arrival order
   for (unsigned base = 0; base < n; base += kChunk) {
     const unsigned m = std::min(kChunk, n - base);
     tna::BurstPacket* b = pkts + base;
-    // Stage 1: parse every frame and start loading the state it will touch
-    // (register records or MAC table slots), a few frames ahead of use.
+    // Stage 1: parse every frame; start loading the register records an AGQ
+    // packet will touch, a few frames ahead of use; list the ordinary ones.
     for (unsigned i = 0; i < m && i < kAhead; ++i) __builtin_prefetch(b[i].bytes);
+    unsigned k = 0;
     for (unsigned i = 0; i < m; ++i) {
       if (i + kAhead < m) __builtin_prefetch(b[i + kAhead].bytes);
       parse_view(b[i].bytes, b[i].len, views[i]);
-      s.prefetch(b[i].bytes, views[i], forwarding());
+      if (views[i].error == ParserError::None && !views[i].agq_classic_valid) ordinary[k++] = uint8_t(i);
+      else s.prefetch(b[i].bytes, views[i]);
     }
-    // Stage 2: the pipeline, in arrival order (every register sees the
-    // packets in the order they came, as on Tofino).
-    for (unsigned i = 0; i < m; ++i) s.run(b[i].bytes, views[i], forwarding(), b[i].md, b[i].decision);
+    // Stage 2: the AGQ pipeline (and parser drops), in arrival order (every
+    // register sees the packets in the order they came, as on Tofino).
+    if (k != m)
+      for (unsigned i = 0; i < m; ++i)
+        if (views[i].error != ParserError::None || views[i].agq_classic_valid)
+          s.run(b[i].bytes, views[i], forwarding(), b[i].md, b[i].decision);
+    // Stage 3: ordinary forwarding over its own sub-vector (its tables are
+    // not the registers', so running it after the AGQ packets changes no
+    // result).
+    if (k != 0) {
+      forwarding().apply_burst(b, views, ordinary, k);
+      for (unsigned j = 0; j < k; ++j) s.count(b[ordinary[j]].decision);
+    }
   }
 }
 

@@ -1,0 +1,177 @@
+// The worker's own per-element costs, without DPDK (Google Benchmark), for
+// bench/README.md's per-stage table (the switch's share is bench_pipeline's,
+// the memif I/O's is the memif benchmark's):
+//   encode   fastc::encode_be, float32 -> big-endian lanes of a DATA (AVX2)
+//   decode   fastc::decode_be, RESULT lanes -> float32 output
+//   verify   AgqVerifier::check of one RESULT (N workers' values re-encoded
+//            with the scalar reference, exact sum, float bound); per element
+//            of a checked chunk (sample:K divides it by K)
+//   engine   AllreduceEngine, one logical worker of an N = 1 job through an
+//            in-memory loopback (a DATA turned into its RESULT in place):
+//            encode + bookkeeping + timers + decode per element, no I/O
+// Counter ns_per_elem = time / elements of the tensor processed.
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "lib/agq_codec.hpp"
+#include "lib/agq_fast_codec.hpp"
+#include "lib/agq_verifier.hpp"
+#include "lib/allreduce_engine.hpp"
+#include "lib/buffer_frame_io.hpp"
+#include "proto/agq.hpp"
+
+using namespace agq;
+using namespace agq::worker;
+
+namespace {
+
+constexpr unsigned kLanes = 32;
+constexpr size_t kElems = 1 << 18;  // 1 MB of float32, the e2e benchmark's smallest tensor
+
+std::vector<float> tensor(uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0, 1);
+  std::vector<float> v(kElems);
+  for (float& x : v) x = nd(rng);
+  return v;
+}
+
+// ns per tensor element: the counter is inverted (time / (value x iterations)).
+void ns_per_elem(benchmark::State& st, size_t elems) {
+  st.counters["ns_per_elem"] = benchmark::Counter(double(elems) * 1e-9, benchmark::Counter::kIsIterationInvariantRate |
+                                                                             benchmark::Counter::kInvert);
+}
+
+void BM_Encode(benchmark::State& st) {
+  const auto x = tensor(1);
+  std::vector<uint8_t> out(kLanes * 4);
+  const int guard = agqc::guard_bits(unsigned(st.range(0)));
+  for (auto _ : st) {
+    for (size_t c = 0; c < kElems; c += kLanes)
+      benchmark::DoNotOptimize(fastc::encode_be(x.data() + c, kLanes, kLanes, 16, guard, -10, out.data()));
+    benchmark::ClobberMemory();
+  }
+  ns_per_elem(st, kElems);
+}
+
+void BM_Decode(benchmark::State& st) {
+  const unsigned n = unsigned(st.range(0));
+  const int guard = agqc::guard_bits(n);
+  std::vector<uint8_t> in(kElems * 4);
+  std::mt19937 rng(2);
+  for (auto& b : in) b = uint8_t(rng());
+  for (size_t i = 0; i < in.size(); i += 4) in[i] &= 0x7F;
+  std::vector<float> out(kElems);
+  for (auto _ : st) {
+    for (size_t c = 0; c < kElems; c += kLanes)
+      benchmark::DoNotOptimize(fastc::decode_be(in.data() + 4 * c, kLanes, n, 16, guard, -10, 0, out.data() + c));
+    benchmark::ClobberMemory();
+  }
+  ns_per_elem(st, kElems);
+}
+
+// One chunk's RESULT checked by the verifier, as agq-worker --verify all does.
+void BM_Verify(benchmark::State& st) {
+  const unsigned n = unsigned(st.range(0));
+  AgqJobSpec job;
+  job.num_workers = uint8_t(n);
+  job.elements = kLanes * 1024;
+  job.rounds = 1;
+  AgqGradients g;
+  std::string err;
+  if (!g.init(job, "normal", 1, {}, err)) {
+    st.SkipWithError(err.c_str());
+    return;
+  }
+  const int guard = agqc::guard_bits(n);
+  const agqc::ChunkParams p = agqc::initial_params(16, 4.0, guard);
+  AgqVerifier v(g, job, kLanes);
+  // Per chunk: the exact RESULT (sum of the scalar encodings) and our DATA.
+  const size_t chunks = job.elements / kLanes;
+  std::vector<uint8_t> res(job.elements * 4), sent(job.elements * 4);
+  std::vector<float> dec(job.elements);
+  for (size_t c = 0; c < chunks; ++c) {
+    fastc::encode_be(g.tensor(0, 0).data() + c * kLanes, kLanes, kLanes, p.width, guard, p.exponent, &sent[c * 128]);
+    for (unsigned k = 0; k < kLanes; ++k) {
+      uint64_t s = 0;
+      for (unsigned w = 0; w < n; ++w) s += agqc::encode(g.tensor(w, 0)[c * kLanes + k], p.width, guard, p.exponent).u;
+      const uint32_t x = uint32_t(s);
+      uint8_t* o = &res[(c * kLanes + k) * 4];
+      o[0] = uint8_t(x >> 24), o[1] = uint8_t(x >> 16), o[2] = uint8_t(x >> 8), o[3] = uint8_t(x);
+    }
+    fastc::decode_be(&res[c * 128], kLanes, n, p.width, guard, p.exponent, 0, &dec[c * kLanes]);
+  }
+  ErrorStats es;
+  uint64_t exact = 0;
+  for (auto _ : st) {
+    for (size_t c = 0; c < chunks; ++c)
+      exact += v.check(0, c, p, p.width, &res[c * 128], &sent[c * 128], 0, &dec[c * kLanes], es).exact;
+  }
+  if (exact != chunks * st.iterations()) st.SkipWithError("the verifier disagreed with the reference sums");
+  ns_per_elem(st, job.elements);
+}
+
+// The engine alone: N = 1, every DATA turned into its RESULT in place (the
+// io adopts nothing: the frame stays the slot's buffer), as a poll loop
+// would drive it (rx drained, then tick).
+class Loopback final : public FrameIo {
+ public:
+  Loopback(uint32_t buffers, size_t len) : len_(len), mem_(buffers * len) {}
+  uint8_t* frame(uint32_t b) override { return mem_.data() + size_t(b) * len_; }
+  bool send(uint16_t, uint32_t b, uint16_t) override {
+    q_.push_back(b);
+    return true;
+  }
+  std::vector<uint32_t> q_;
+  size_t len_;
+  std::vector<uint8_t> mem_;
+};
+
+void BM_Engine(benchmark::State& st) {
+  EngineConfig c;
+  c.job.num_workers = 1;
+  c.job.slots = 256;
+  c.workers = {WorkerIdentity::defaults(1, 0)};
+  const auto x = tensor(3);
+  std::vector<float> y(kElems);
+  Loopback io(c.job.slots, agq_frame_len(32));
+  AllreduceEngine e;
+  std::string err;
+  if (!e.init(c, io, err)) {
+    st.SkipWithError(err.c_str());
+    return;
+  }
+  uint64_t now = 1'000'000'000;
+  const uint8_t result = uint8_t(proto::kAgqVersion << 4 | uint8_t(proto::AgqType::Result));
+  std::vector<uint32_t> q;
+  for (auto _ : st) {
+    bool done = false;
+    e.submit(make_op(7, x, y, [&](AllreduceOp&) { done = true; }));
+    while (!done) {
+      now += 1000;
+      q.swap(io.q_);
+      for (uint32_t b : q) {
+        uint8_t* h = io.frame(b) + kAgqHdrOffset;
+        h[0] = result;
+        h[13] = h[12];  // granted = requested
+        h[15] = uint8_t(agqc::guard_bits(1));
+        e.on_frame({io.frame(b), io.len_}, now);
+      }
+      q.clear();
+      e.tick(now);
+    }
+  }
+  ns_per_elem(st, kElems);
+  st.counters["retransmissions"] = double(e.counters().retransmissions);
+}
+
+}  // namespace
+
+BENCHMARK(BM_Encode)->Arg(2)->Arg(8)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Decode)->Arg(2)->Arg(8)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Verify)->Arg(2)->Arg(4)->Arg(8)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Engine)->Unit(benchmark::kMicrosecond);
+BENCHMARK_MAIN();
