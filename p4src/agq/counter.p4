@@ -68,7 +68,7 @@ control SlotCounter(inout ingress_headers_t hdr,
     apply {
         if (md.bitmap_old == 0) {                /* seen = old & worker_bit != 0 */
             count_inc_t.apply();
-            if ((hdr.agq.flags & AGQ_FLAG_OVERFLOW) != 0) {
+            if (md.ovf == 1) {
                 agq_overflow.count(0);
                 md.resub.window = WIN_OVERFLOW;     /* slot_window_merge's operand */
             }

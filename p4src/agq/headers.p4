@@ -305,6 +305,7 @@ struct ingress_metadata_t {
     row_idx_t  row_off;
     row_idx_t  row_idx;
     bit<1>     v;              /* slot version (flags bit 0) */
+    bit<1>     ovf;            /* OVERFLOW (flags bit 2) */
     bit<8>     r_units;        /* R / 4 (trunc_t / align_t key) */
     bit<8>     req_units;      /* min(R / 4, max_units) (alloc_t key) */
     /* slot state */

@@ -137,6 +137,8 @@ control JobLookup(inout ingress_headers_t hdr,
         epoch_t.apply();
         hdr_t.apply();
         md.v = hdr.agq.flags[0:0];
+        md.ovf = hdr.agq.flags[2:2];                     /* OVERFLOW: read from here on, so the
+                                                          * output header may rewrite flags early */
         md.r_units = (bit<8>)hdr.agq.req_width[5:2];     /* R / 4: a constant slice */
         md.req_units = min(md.r_units, md.max_units);    /* stage 1: min(R / 4, max_units) */
         slot_index();

@@ -212,16 +212,16 @@ control WindowAlloc(inout ingress_headers_t hdr,
             md.first                 : exact;
             ig_intr_md.resubmit_flag : exact;
             md.alloc_ok              : exact;
-            hdr.agq.flags            : ternary;
+            md.ovf                   : exact;
         }
         actions = { resub_grant; resub_fallback; @defaultonly NoAction; }
         const default_action = NoAction;
         size = 4;
         const entries = {
-            (1, 0, 1, AGQ_FLAG_OVERFLOW &&& AGQ_FLAG_OVERFLOW) : resub_grant(WIN_OVERFLOW);
-            (1, 0, 1, _)                                       : resub_grant(0);
-            (1, 0, 0, AGQ_FLAG_OVERFLOW &&& AGQ_FLAG_OVERFLOW) : resub_fallback(WIN_OVERFLOW);
-            (1, 0, 0, _)                                       : resub_fallback(0);
+            (1, 0, 1, 1) : resub_grant(WIN_OVERFLOW);
+            (1, 0, 1, 0) : resub_grant(0);
+            (1, 0, 0, 1) : resub_fallback(WIN_OVERFLOW);
+            (1, 0, 0, 0) : resub_fallback(0);
         }
     }
 
