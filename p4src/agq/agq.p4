@@ -141,12 +141,15 @@ control AgqIngress(inout ingress_headers_t hdr,
                        (ig_intr_md.resubmit_flag == 0 || md.cas_ok == 1)) {
                 lane_prep.apply(hdr, md);                       /* stages 6-7 */
             }
-            /* From here on tables without gateways (keys carry the
-             * conditions), so that they share stages 7-11. */
+            /* The verdict's forwarding first (stages 7-8): on Tofino 1 an
+             * if-block (agq_forward_t's) is placed after every table before
+             * it in program order, and nothing below feeds it. */
+            agq_forward.apply(hdr, md, ig_intr_md, ig_dprsr_md, ig_tm_md);
+            /* Then tables without gateways (keys carry the conditions), so
+             * that they share stages 7-11. */
             lane_clear.apply(md, ig_intr_md);                   /* stage 7: zero the released window */
             lanes.apply(hdr, md);                               /* stages 8-11 (Tofino 2: 8-15) */
             window_alloc.apply(hdr, md, ig_intr_md);            /* stages 7-10 (pass 1 of a first) */
-            agq_forward.apply(hdr, md, ig_intr_md, ig_dprsr_md, ig_tm_md);
         }
     }
 }

@@ -290,9 +290,12 @@ control AgqForward(inout ingress_headers_t hdr,
 #undef AGQ_VERDICT_COUNT
 
     apply {
+        out_hdr_t.apply();
+        if (md.resubmit == 0 && md.recirculate == 0) {
+            agq_forward_t.apply();        /* TM settings of the verdict (generated) */
+        }
         resubmit_t.apply();
         recirc_t.apply();
-        out_hdr_t.apply();
         resubmits_t.apply();
         first_t.apply();
         cas_retries_t.apply();
@@ -302,8 +305,5 @@ control AgqForward(inout ingress_headers_t hdr,
         duplicate_t.apply();
         results_t.apply();
         result_resent_t.apply();
-        if (md.resubmit == 0 && md.recirculate == 0) {
-            agq_forward_t.apply();        /* TM settings of the verdict (generated) */
-        }
     }
 }
