@@ -73,22 +73,31 @@ def placement_of(bfa: Path) -> dict:
     return {g: dict(sorted(st.items())) for g, st in out.items()}
 
 
-def resources_of(res: Path) -> dict:
-    """SALUs, SRAM/TCAM/map RAM blocks, hash bits per gress and stage from
-    bf-p4c's resources.json (schema: resources.mau.mau_stages[])."""
-    if not res.is_file():
-        return {}
-    d = json.loads(res.read_text())
-    mau = d.get("resources", {}).get("mau", {})
-    out = {"stages": []}
-    for st in mau.get("mau_stages", []):
-        row = {"stage": st.get("stage_number")}
-        for key, name in (("srams", "sram"), ("tcams", "tcam"), ("map_rams", "map_ram"),
-                          ("meter_alus", "salu"), ("stateful_alus", "salu")):
-            v = st.get(key)
-            if isinstance(v, list):
-                row[name] = row.get(name, 0) + len(v)
-        out["stages"].append(row)
+def resources_of(res: Path, phv: Path) -> dict:
+    """Per physical stage (ingress and egress share a stage's resources):
+    logical tables, gateways, SRAM / TCAM / map RAM blocks, stateful ALUs
+    (meter_alus), stats ALUs, from bf-p4c's resources.json; PHV containers
+    used per gress and width, from phv.json."""
+    out: dict = {"stages": [], "phv": {}}
+    if res.is_file():
+        mau = json.loads(res.read_text()).get("resources", {}).get("mau", {})
+        for st in mau.get("mau_stages", []):
+            out["stages"].append({
+                "stage": st.get("stage_number"),
+                "logical_tables": len(st.get("logical_tables", {}).get("ids", [])),
+                "gateways": len(st.get("gateways", {}).get("gateways", [])),
+                "sram": len(st.get("rams", {}).get("srams", [])),
+                "tcam": len(st.get("tcams", {}).get("tcams", [])),
+                "map_ram": len(st.get("map_rams", {}).get("maprams", [])),
+                "salu": len(st.get("meter_alus", {}).get("meters", [])),
+                "stats_alu": len(st.get("statistic_alus", {}).get("stats", [])),
+            })
+    if phv.is_file():
+        used: dict[str, int] = {}
+        for c in json.loads(phv.read_text()).get("containers", []):
+            key = f"{c.get('gress', '?')} {c.get('bit_width')}b"
+            used[key] = used.get(key, 0) + 1
+        out["phv"] = dict(sorted(used.items()))
     return out
 
 
@@ -139,7 +148,8 @@ def main() -> int:
     summary = {"target": a.target, "arch": arch, "ok": c.returncode == 0 and not errs, "errors": errs[:10],
                "stages": stages, "p4test_s": round(t_p4test, 1), "bf_p4c_s": round(t_bf, 1),
                "command": " ".join(["bf-p4c"] + cmd[1:]),
-               "resources": resources_of(a.out / "pipe" / "logs" / "resources.json"),
+               "resources": resources_of(a.out / "pipe" / "logs" / "resources.json",
+                                            a.out / "pipe" / "logs" / "phv.json"),
                "placement": placement_of(bfa) if bfa else {}}
     (a.out / "summary.json").write_text(json.dumps(summary, indent=1))
     if c.returncode != 0 or errs:
