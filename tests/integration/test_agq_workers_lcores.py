@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from harness import agqctl, binary, counters, eal_args, memif_vdev, wait_for
+from harness import agqctl, binary, counters, eal_args, memif_vdev, unique_prefix, wait_for
 from test_agq_workers import endpoint, summary
 
 JOB, SLOTS, ROWS = 1, 64, 32   # row_shift 1: 32 shards, 16 per lcore; two 16-bit windows per row half (no PS: no fallback)
@@ -36,7 +36,7 @@ def test_two_lcores_per_worker_process(procs, tmp_path, loss):
     ctl = tmp_path / "ctl.sock"
     cfg = tmp_path / "agq.toml"
     cfg.write_text(config(socks))
-    tag = f"al{tmp_path.name[-10:]}"
+    tag = unique_prefix("al")  # per process: concurrent sessions never share an EAL prefix
     sw = procs.start("switch", [binary("agq-switch"),
                                 *eal_args(f"{tag}sw", "0,1", [memif_vdev(i, s, "server") for i, s in enumerate(socks)]),
                                 "--", "--config", cfg, "--ctl-socket", ctl, "--idle-sleep-us", "100",

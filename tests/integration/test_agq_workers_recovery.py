@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from harness import agqctl, binary, eal_args, memif_vdev, run, wait_for
+from harness import agqctl, binary, eal_args, memif_vdev, run, unique_prefix, wait_for
 
 JOB = 1
 
@@ -30,7 +30,7 @@ class Rig:
         self.procs, self.tmp, self.n = procs, tmp_path, n
         self.socks = [tmp_path / f"r{i}.sock" for i in range(n + 1)]
         self.ctl = tmp_path / "ctl.sock"
-        self.tag = f"rc{tmp_path.name[-8:]}"
+        self.tag = unique_prefix("rc")  # per process: concurrent sessions never share an EAL prefix
         self.starts = 0
         ps_ip, ps_mac = endpoint(254)
         t = (f'[switch]\npipeline = "agq"\n[agq]\ntotal_rows = 64\ntotal_slots = 256\n[[job]]\nid = {JOB}\n'

@@ -7,7 +7,7 @@ import json
 import signal
 import time
 
-from harness import agqctl, binary, eal_args, memif_vdev, wait_for
+from harness import agqctl, binary, eal_args, memif_vdev, unique_prefix, wait_for
 
 CONFIG = """[switch]
 pipeline = "classic"
@@ -20,7 +20,7 @@ worker_ports = [1, 2]
 class Setup:
     def __init__(self, procs, tmp_path):
         self.procs, self.tmp = procs, tmp_path
-        self.tag = f"wk{tmp_path.name[-12:]}"
+        self.tag = unique_prefix("wk")  # per process: concurrent sessions never share an EAL prefix
         self.socks = [tmp_path / f"m{i}.sock" for i in range(3)]
         self.ctl = tmp_path / "ctl.sock"
 

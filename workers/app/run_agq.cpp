@@ -200,7 +200,6 @@ int run_agq_worker(const Options& o, Ports& ports) {
   cfg.max_width = uint8_t(o.max_width);
   cfg.row_shift = uint8_t(o.row_shift);
   cfg.switch_lcores = uint16_t(o.switch_lcores);
-  cfg.away_ns = std::max<uint64_t>(2'000'000, 4000ull * o.idle_sleep_us);  // 4 idle sleeps
   for (const auto& h : o.hosts) {
     WorkerIdentity w = WorkerIdentity::defaults(o.agq.job_id, h.id);
     std::memcpy(w.self.mac.data(), h.mac, 6);

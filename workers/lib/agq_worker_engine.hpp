@@ -53,7 +53,7 @@ struct AgqWorkerConfig {
   unsigned max_redos = 8;       // OVERFLOW redos per chunk before accepting the clipped result
   uint64_t reply_timeout_ns = 5'000'000'000ull;
   unsigned burst = 32;
-  uint64_t away_ns = 2'000'000;  // AllreduceTuning::away_ns
+  uint64_t away_ns = 0;  // AllreduceTuning::away_ns
   uint32_t verify_every = 1;    // 1 = all, K = one chunk in K, 0 = off
   bool barrier = false;         // a one-chunk op first: every worker is there when round 0 starts
   unsigned part = 0, parts = 1, queues = 1;  // slot partition of this engine (lcores)
