@@ -110,9 +110,10 @@ void define_flags(CLI::App& app, Flags& f) {
       ->capture_default_str()
       ->check(CLI::Range(1, int(agq::dataplane::SwitchDataplane::kMaxBurst)));
   app.add_option("--memif-queues", f.memif_queues,
-                 "queue pairs of every memif port; each client must connect with exactly this many rings "
-                 "(DPDK's memif server cannot tell how many a client chose). The lcore count steers traffic "
-                 "to its owner lcore by ring; 1 = one ring and the software hand-off")
+                 "queue pairs of every memif port; each client should connect with this many rings (DPDK's "
+                 "memif server cannot ask; a client with fewer is found on its first packets, logged, and "
+                 "served through ring 0 and the software hand-off). The lcore count steers traffic to its "
+                 "owner lcore by ring; 1 = one ring and the software hand-off")
       ->capture_default_str()
       ->check(CLI::Range(1, 255));
   app.add_option("--stats-interval", f.stats_interval,

@@ -421,7 +421,11 @@ TEST(AgqFastDiff, RandomTracesEqualTheModelFrameByFrameAndCellByCell) {
 #else
   const unsigned kPackets = 12000;
 #endif
-  for (fast::Simd simd : variants())
+  for (fast::Simd simd : variants()) {
+    // Paths are required over the three traces together: a short (ASan)
+    // trace of one seed may miss a rare frame kind (an ARP request to a
+    // proxied address) that another seed hits.
+    std::map<std::string, uint64_t> reached;
     for (uint64_t seed : {1u, 2u, 3u}) {
       Stats st;
       run_trace(seed, simd, kPackets, st);
@@ -433,17 +437,19 @@ TEST(AgqFastDiff, RandomTracesEqualTheModelFrameByFrameAndCellByCell) {
                   (unsigned long)st.jobs_changed);
       EXPECT_GT(st.shared_slot_bursts, st.bursts / 4);
       EXPECT_GT(st.mixed_bursts, st.bursts / 2);
-      // The trace reaches every path of the pipeline.
-      for (const char* c : {"agq_first", "agq_results", "agq_result_resent", "agq_absorbed", "agq_duplicate",
-                            "agq_fallback", "agq_fallback_data", "agq_ps_results", "agq_overflow",
-                            "drops_agq_malformed", "drops_agq_unknown_job", "drops_agq_bad_worker",
-                            "drops_agq_bad_slot", "drops_agq_bad_width", "parser_errors", "fwd_routed",
-                            "fwd_l2_unicast", "fwd_flooded", "fwd_arp_answered", "fwd_learned", "fwd_moved",
-                            "drops_l2_same_port"})
-        EXPECT_GT(st.counters[c], 0u) << c;
+      for (const auto& [name, v] : st.counters) reached[name] += v;
       if (seed == 1 && simd == variants().front())
         for (const auto& [name, v] : st.counters) std::printf("  %s %lu\n", name.c_str(), (unsigned long)v);
     }
+    // The traces reach every path of the pipeline.
+    for (const char* c : {"agq_first", "agq_results", "agq_result_resent", "agq_absorbed", "agq_duplicate",
+                          "agq_fallback", "agq_fallback_data", "agq_ps_results", "agq_overflow",
+                          "drops_agq_malformed", "drops_agq_unknown_job", "drops_agq_bad_worker",
+                          "drops_agq_bad_slot", "drops_agq_bad_width", "parser_errors", "fwd_routed",
+                          "fwd_l2_unicast", "fwd_flooded", "fwd_arp_answered", "fwd_learned", "fwd_moved",
+                          "drops_l2_same_port"})
+      EXPECT_GT(reached[c], 0u) << c << " (simd " << fast::to_string(simd) << ")";
+  }
 }
 
 // The one deliberate difference: the fast program updates IPv4 checksums
