@@ -39,6 +39,17 @@
 @pa_container_size("ingress", "hdr.agq.pos", 8)
 @pa_container_size("ingress", "hdr.agq.guard", 8)
 @pa_container_size("egress", "hdr.agq.worker_id", 8)
+#if __TARGET_TOFINO__ != 1
+/* Tofino 2: the recirculation decode copies bit 0 of four header bytes into
+ * these 1-bit fields in one action; packed into one container they would
+ * need four different shifts ("PHV allocation creates an invalid container
+ * action"). Each in its own container. (Tofino 1's allocation packs them
+ * so that it works.) */
+@pa_solitary("ingress", "md.realloc")
+@pa_solitary("ingress", "md.reread")
+@pa_solitary("ingress", "md.seen")
+@pa_solitary("ingress", "md.complete")
+#endif
 control AgqIngress(inout ingress_headers_t hdr,
                    inout ingress_metadata_t md,
                    in ingress_intrinsic_metadata_t ig_intr_md,
