@@ -8,7 +8,9 @@
  * tables: p4src/agq/generated/, written by p4src/gen/gen_agq_tables (never
  * edit them by hand).
  *
- *   bf-p4c --target tofino2 --arch t2na -I p4src/agq -o build/p4/agq-t2 p4src/agq/agq.p4
+ *   bf-p4c --target tofino2 --arch t2na --no-clot -I p4src/agq -o build/p4/agq-t2 p4src/agq/agq.p4
+ *   (no CLOTs: bf-p4c 9.13.4 leaves the egress CLOTs without length or tag;
+ *   placement, stages, resources: docs/PIPELINE.md "Stage map")
  *   bf-p4c --target tofino  --arch tna  -I p4src/agq -o build/p4/agq-t1 p4src/agq/agq.p4
  */
 #include <core.p4>

@@ -25,6 +25,10 @@ from pathlib import Path
 SKIP = 77
 SRC = Path(__file__).resolve().parents[1] / "agq"
 TARGETS = {"tofino": ("tna", 1), "tofino2": ("t2na", 2)}
+# Per-target bf-p4c flags. Tofino 2: no CLOTs — with them bf-p4c 9.13.4
+# writes an egress deparser whose CLOTs have no length or tag and the
+# assembler stops ("No length for clot 3"; docs/PIPELINE.md).
+EXTRA_FLAGS = {"tofino": [], "tofino2": ["--no-clot"]}
 
 
 def tool_bin(tools: Path) -> Path | None:
@@ -134,8 +138,8 @@ def main() -> int:
         return 0
 
     a.out.mkdir(parents=True, exist_ok=True)
-    cmd = [str(bin_dir / "bf-p4c"), "--target", a.target, "--arch", arch, "-g", "-I", str(SRC),
-           "-o", str(a.out), str(prog)]
+    cmd = [str(bin_dir / "bf-p4c"), "--target", a.target, "--arch", arch, "-g", *EXTRA_FLAGS[a.target],
+           "-I", str(SRC), "-o", str(a.out), str(prog)]
     t0 = time.monotonic()
     c = subprocess.run(cmd, capture_output=True, text=True, env=env)
     t_bf = time.monotonic() - t0
