@@ -603,20 +603,22 @@ bool AllreduceEngine::retransmit(uint32_t li, uint32_t s, uint64_t now_ns, Resen
   if (why == Resend::Lost) sl.marked = true;
   const uint64_t base = m.base_rto(lw);
   // RESULTs flowing (another sequence completed within half an RTO): every
-  // worker is alive and the path delivers, so this one was lost again, not
-  // stalled: the next try at most one RTO away. The back-off beyond the RTO
-  // is for quiet spells (a descheduled peer, a dead worker, a switch gone),
-  // which the timer scan already limits to one probing slot; at 10% loss
-  // (PS fallback: four lossy hops per use) doubling up to the cap stretched
-  // single sequences to seconds and up to the retry limit.
+  // worker is alive and the path delivers, so this one was lost again (or
+  // waits for a peer's own recovery), not stalled: the back-off stops at 4
+  // RTOs. Beyond that it is for quiet spells (a descheduled peer, a dead
+  // worker, a switch gone), which the timer scan already limits to one
+  // probing slot; at 10% loss (PS fallback: four lossy hops per use)
+  // doubling up to the cap stretched single sequences to seconds and up to
+  // the retry limit.
   const bool flowing = got_reply_ && now_ns - last_result_ns_ <= base / 2;
+  const uint64_t cap = flowing ? std::min(4 * base, cfg_.tuning.rto_max_ns) : cfg_.tuning.rto_max_ns;
   uint64_t next;
   if (why != Resend::Timer)
     next = std::min(m.short_rto(lw), base);
-  else if (sl.rto < base || flowing)
+  else if (sl.rto < base)
     next = std::min(sl.rto * 2, base);
   else
-    next = std::min(std::max(sl.rto, base) * 2, cfg_.tuning.rto_max_ns);
+    next = std::max(std::min(sl.rto * 2, cap), base);
   m.arm(sl, now_ns, next);
   return true;
 }
