@@ -7,9 +7,10 @@
 #      except the multi-process worker runs (label multiprocess), which are
 #      too slow under the sanitizers on 2 cores, and the Tofino compiles
 #      (label p4: the same P4 text, already checked in pass 1).
-# The bf-p4c compiles (label p4compile) run only with --p4: they do not
-# finish on the agq program yet (docs/PIPELINE.md); p4test (label p4) runs
-# whenever ../shared/tools/p4c exists, and reports Skipped otherwise.
+# Label p4 (whenever ../shared/tools/p4c exists, Skipped otherwise): p4test
+# for both targets, the Tofino 1 bf-p4c compile and its bfrt.json name check.
+# The Tofino 2 bf-p4c compile (label p4compile) runs only with --p4
+# (docs/PIPELINE.md, "Compiled resources").
 # Usage: scripts/test.sh [--quick] [--p4]   (--quick: Release build only)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -39,6 +39,17 @@
 @pa_container_size("ingress", "hdr.agq.pos", 8)
 @pa_container_size("ingress", "hdr.agq.guard", 8)
 @pa_container_size("egress", "hdr.agq.worker_id", 8)
+#if __TARGET_TOFINO__ != 1
+/* Tofino 2: the recirculation decode copies bit 0 of four header bytes into
+ * these 1-bit fields in one action; packed into one container they would
+ * need four different shifts ("PHV allocation creates an invalid container
+ * action"). Each in its own container. (Tofino 1's allocation packs them
+ * so that it works.) */
+@pa_solitary("ingress", "md.realloc")
+@pa_solitary("ingress", "md.reread")
+@pa_solitary("ingress", "md.seen")
+@pa_solitary("ingress", "md.complete")
+#endif
 control AgqIngress(inout ingress_headers_t hdr,
                    inout ingress_metadata_t md,
                    in ingress_intrinsic_metadata_t ig_intr_md,
@@ -57,7 +68,9 @@ control AgqIngress(inout ingress_headers_t hdr,
     SlotCounter()  slot_counter;
     RowOccupancy() row_occupancy_ctl;
     SlotWindow()   slot_window_ctl;
+    WindowRelease() window_release;
     WindowAlloc()  window_alloc;
+    LaneClear()    lane_clear;
     ResultSelect() result_select;
     LanePrep()     lane_prep;
     Lanes()        lanes;
@@ -72,8 +85,8 @@ control AgqIngress(inout ingress_headers_t hdr,
             forwarding.apply(hdr, md, ig_intr_md, ig_dprsr_md, ig_tm_md);
         } else {
             /* Which pass (C++ AgqProgram::process): original, resubmitted
-             * (pass 2), or a Tofino-only recirculated retry. */
-            md.in_port = ig_intr_md.ingress_port;
+             * (pass 2), or a Tofino-only recirculated retry. Each metadata
+             * field written once here (a second write would be a stage). */
             hdr.bridge.setValid();                 /* to the egress (not on a recirculation) */
             hdr.bridge.rewrite = 0;
             hdr.bridge.extract = 0;
@@ -87,48 +100,67 @@ control AgqIngress(inout ingress_headers_t hdr,
                 if (hdr.recirc.realloc == 1) {
                     md.count_new = 1;            /* counted; first again (slot_window: PENDING) */
                 } else if (hdr.recirc.seen == 0 && (hdr.agq.flags & AGQ_FLAG_OVERFLOW) != 0) {
-                    md.win_operand = WIN_OVERFLOW;   /* reread: merge the OVERFLOW again */
+                    md.resub.window = WIN_OVERFLOW;  /* reread: merge the OVERFLOW again */
                 }
                 hdr.recirc.setInvalid();
-            } else if (ig_intr_md.resubmit_flag == 0) {
-                agq_packets.count(0);
+            } else {
+                md.in_port = ig_intr_md.ingress_port;
+                if (ig_intr_md.resubmit_flag == 0) { agq_packets.count(0); }
             }
             job_lookup.apply(hdr, md, ig_intr_md);              /* stages 0-2 */
-            job_check.apply(hdr, md);                           /* stages 1-2 */
-            /* An admitted DATA (JobCheck's conditions, written on stage-1
-             * results so that slot_bitmap can run in stage 2). */
-            if (md.adm == ADM_OK && md.bad_wk == 0 && md.bad_wk_ip == 0 && md.slot_room != 0 &&
-                hdr.agq.type == AGQ_TYPE_DATA) {
-                if (ig_intr_md.resubmit_flag == 0 && md.realloc == 0 && md.reread == 0) {
-                    bitmap_check.apply(md);                     /* stages 2-3 */
-                    slot_counter.apply(hdr, md);                /* stage 4 */
-                }
-                row_occupancy_ctl.apply(md, ig_intr_md);        /* stages 3-4 */
-                /* stage 5: first / complete (pass 2: from the resubmit header) */
-                if (ig_intr_md.resubmit_flag == 1) {
-                    md.first = 1;
-                    md.complete = md.resub.complete[0:0];
-                } else {
-                    if (md.count_new == 1) { md.first = 1; }
-                    if (md.count_new == (bit<16>)md.job_n || md.count_old == md.job_n) { md.complete = 1; }
-                }
-                slot_window_ctl.apply(md, ig_intr_md);          /* stage 5 */
-                result_select.apply(md, ig_intr_md);            /* stage 6 */
-                if (ig_intr_md.resubmit_flag == 0 && md.count_new == 1) {
-                    window_alloc.apply(hdr, md);                /* stages 6-10 (pass 1) */
-                    if (md.old_hit == 1 && md.realloc == 0) {
-                        md.lane_run = 1;                        /* zero the released window */
-                        md.lane_clear = 1;
-                    }
-                } else if ((md.win & (WIN_PENDING | WIN_FALLBACK)) == 0 &&
-                           (ig_intr_md.resubmit_flag == 0 || md.cas_ok == 1)) {
-                    lane_prep.apply(hdr, md);                   /* stages 6-7 */
-                }
-                if (md.lane_run == 1) {
-                    lanes.apply(hdr, md);                       /* stages 8-15 */
-                }
+            job_check.apply(hdr, md, ig_intr_md);               /* stages 1-2: admit_t, md.go */
+            /* The slot stages of an admitted DATA within its job's slots
+             * (md.go, stage 2). Each step is its own top-level statement
+             * guarded by md.go, not one block: on Tofino 1 (no long
+             * branches) a statement after an if-block waits for the block's
+             * last table, so one block would put agq_forward after the lanes
+             * and the lanes after the allocation chain. The choices between
+             * register actions are tables on (pass, v) — see each control. */
+            if (md.count_it == 1 && md.slot_room != 0) {
+                bitmap_check.apply(md);                         /* stages 2-3 */
             }
+            if (md.go == 1) {
+                row_occupancy_ctl.apply(md, ig_intr_md);        /* stages 3-4 */
+            }
+            if (md.go == 1 && md.count_it == 1) {
+                slot_counter.apply(hdr, md);                    /* stage 4 */
+            }
+            /* stage 5: first / complete (pass 2: from the resubmit header) */
+            if (md.go == 1 && ig_intr_md.resubmit_flag == 1) {
+                md.first = 1;
+                md.complete = md.resub.complete[0:0];
+            }
+            if (md.go == 1 && ig_intr_md.resubmit_flag == 0 && md.count_new == 1) {
+                md.first = 1;
+            }
+            if (md.go == 1 && ig_intr_md.resubmit_flag == 0 &&
+                (md.count_new == (bit<16>)md.job_n || md.count_old == md.job_n)) {
+                md.complete = 1;
+            }
+            if (md.go == 1) {
+                slot_window_ctl.apply(md, ig_intr_md);          /* stage 5 */
+            }
+            if (md.go == 1) {
+                result_select.apply(md, ig_intr_md);            /* stage 6 */
+            }
+            /* stages 6-7: the lane operands — pass 1 of a first contribution:
+             * the released window's keep mask (lane_clear); otherwise the
+             * contribution truncated and aligned (or 0 for a resend) */
+            if (md.go == 1 && ig_intr_md.resubmit_flag == 0 && md.count_new == 1) {
+                window_release.apply(hdr, md);                  /* stage 6 */
+            } else if (md.go == 1 && (md.win & (WIN_PENDING | WIN_FALLBACK)) == 0 &&
+                       (ig_intr_md.resubmit_flag == 0 || md.cas_ok == 1)) {
+                lane_prep.apply(hdr, md);                       /* stages 6-7 */
+            }
+            /* The verdict's forwarding first (stages 7-8): on Tofino 1 an
+             * if-block (agq_forward_t's) is placed after every table before
+             * it in program order, and nothing below feeds it. */
             agq_forward.apply(hdr, md, ig_intr_md, ig_dprsr_md, ig_tm_md);
+            /* Then tables without gateways (keys carry the conditions), so
+             * that they share stages 7-11. */
+            lane_clear.apply(md, ig_intr_md);                   /* stage 7: zero the released window */
+            lanes.apply(hdr, md);                               /* stages 8-11 (Tofino 2: 8-15) */
+            window_alloc.apply(hdr, md, ig_intr_md);            /* stages 7-10 (pass 1 of a first) */
         }
     }
 }

@@ -29,12 +29,19 @@ control BitmapCheck(inout ingress_metadata_t md) {
         }
     };
 
+    /* The half is chosen by a table on v, not a gateway: one table level. */
+    action add_v0() { md.bitmap_old = slot_bitmap_add_v0.execute(md.slot_idx); }
+    action add_v1() { md.bitmap_old = slot_bitmap_add_v1.execute(md.slot_idx); }
+    table bitmap_t {
+        key = { md.v : exact; }
+        actions = { add_v0; add_v1; @defaultonly NoAction; }
+        const default_action = NoAction;   /* every (key) is an entry; a register action cannot be a default */
+        size = 2;
+        const entries = { 0 : add_v0(); 1 : add_v1(); }
+    }
+
     apply {
-        if (md.v == 0) {
-            md.bitmap_old = slot_bitmap_add_v0.execute(md.slot_idx);
-        } else {
-            md.bitmap_old = slot_bitmap_add_v1.execute(md.slot_idx);
-        }
-        md.bitmap_old = md.bitmap_old & md.w_bit;          /* in place: one 32-bit container */
+        bitmap_t.apply();                                   /* stage 2 */
+        md.bitmap_old = md.bitmap_old & md.w_bit;          /* stage 3, in place: one 32-bit container */
     }
 }

@@ -8,7 +8,8 @@
  * A new contribution counts agq_contributions (and agq_overflow when it
  * clipped), as the C++, and gets its slot_window operand here.
  *
- * Stage 4: seen (gateway on bitmap_old & worker_bit), slot_count (1 SALU), win_operand.
+ * Stage 4: seen (gateway on bitmap_old & worker_bit), slot_count (1 SALU), the
+ * slot_window operand (resub.window, see window_alloc.p4).
  * first / complete: stage 5 (ingress apply). */
 
 control SlotCounter(inout ingress_headers_t hdr,
@@ -38,19 +39,41 @@ control SlotCounter(inout ingress_headers_t hdr,
     Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) agq_contributions;
     Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) agq_overflow;
 
+    /* One table per kind, keyed on v (the half), not gateways. */
+    action inc_v0() {
+        md.count_new = (bit<16>)slot_count_inc_v0.execute(md.slot_idx);
+        agq_contributions.count(0);
+    }
+    action inc_v1() {
+        md.count_new = (bit<16>)slot_count_inc_v1.execute(md.slot_idx);
+        agq_contributions.count(0);
+    }
+    table count_inc_t {
+        key = { md.v : exact; }
+        actions = { inc_v0; inc_v1; @defaultonly NoAction; }
+        const default_action = NoAction;   /* every (key) is an entry; a register action cannot be a default */
+        size = 2;
+        const entries = { 0 : inc_v0(); 1 : inc_v1(); }
+    }
+    action read_v0() { md.seen = 1; md.count_old = slot_count_read_v0.execute(md.slot_idx); }
+    action read_v1() { md.seen = 1; md.count_old = slot_count_read_v1.execute(md.slot_idx); }
+    table count_read_t {
+        key = { md.v : exact; }
+        actions = { read_v0; read_v1; @defaultonly NoAction; }
+        const default_action = NoAction;   /* every (key) is an entry; a register action cannot be a default */
+        size = 2;
+        const entries = { 0 : read_v0(); 1 : read_v1(); }
+    }
+
     apply {
         if (md.bitmap_old == 0) {                /* seen = old & worker_bit != 0 */
-            if (md.v == 0) { md.count_new = (bit<16>)slot_count_inc_v0.execute(md.slot_idx); }
-            else           { md.count_new = (bit<16>)slot_count_inc_v1.execute(md.slot_idx); }
-            agq_contributions.count(0);
-            if ((hdr.agq.flags & AGQ_FLAG_OVERFLOW) != 0) {
+            count_inc_t.apply();
+            if (md.ovf == 1) {
                 agq_overflow.count(0);
-                md.win_operand = WIN_OVERFLOW;
+                md.resub.window = WIN_OVERFLOW;     /* slot_window_merge's operand */
             }
         } else {
-            md.seen = 1;
-            if (md.v == 0) { md.count_old = slot_count_read_v0.execute(md.slot_idx); }
-            else           { md.count_old = slot_count_read_v1.execute(md.slot_idx); }
+            count_read_t.apply();
         }
     }
 }

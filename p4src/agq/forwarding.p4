@@ -131,58 +131,179 @@ control AgqForward(inout ingress_headers_t hdr,
     Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) agq_result_resent;
     Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) agq_absorbed;
     Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) agq_duplicate;
+    /* ResultSelect's decisions, counted here (leaves: nothing waits for them) */
+    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) agq_first;
+    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) agq_resubmits;
+    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) agq_fallback;
+    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) agq_fallback_data;
+    Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) agq_cas_retries;
 
 #include "generated/agq_forward_t.p4"
 
-    apply {
-        if (md.resubmit == 1) {
-            ig_dprsr_md.resubmit_type = AGQ_RESUBMIT_TYPE;
-        } else if (md.recirculate == 1) {
-            hdr.bridge.setInvalid();
-            hdr.recirc.setValid();
-            hdr.recirc.complete = (bit<8>)md.complete;
-            hdr.recirc.seen = (bit<8>)md.seen;
-            if (ig_intr_md.resubmit_flag == 1) {     /* CAS lost: back to pass 1 */
-                hdr.recirc.realloc = 1;
-                hdr.recirc.reread = 0;
-            } else {                                 /* PENDING window: read it again */
-                hdr.recirc.realloc = 0;
-                hdr.recirc.reread = 1;
-            }
-            hdr.recirc.in_port = (bit<16>)md.in_port;
-            ig_tm_md.ucast_egress_port = AGQ_RECIRC_PORT;
-            ig_tm_md.bypass_egress = 1;
-        } else {
-            if (md.verdict == V_RESULT || md.verdict == V_RESEND) {
-                /* width, pos and bridge.win: result_t (lanes.p4, stage 6) */
-                hdr.agq.guard = md.guard;
-                /* flags = v | OVERFLOW: v is flags bit 0 already, so bits
-                 * 7..1 get a constant (one deposit per case) */
-                if ((md.win & WIN_OVERFLOW) != 0) {
-                    hdr.agq.flags[7:1] = (AGQ_FLAG_OVERFLOW >> 1)[6:0];
-                } else {
-                    hdr.agq.flags[7:1] = 0;
-                }
-                hdr.bridge.extract = 1;
-            } else if (md.verdict == V_FALLBACK_DATA) {
-                hdr.agq.width = 0;
-                hdr.agq.pos = 0;
-                hdr.agq.guard = md.guard;
-            } else if (md.verdict == V_PS_RESULT) {
-                hdr.agq.flags = hdr.agq.flags & ~AGQ_FLAG_RETRANSMIT;
-            }
-            hdr.agq.epoch = md.epoch;          /* every frame the switch makes (PROTOCOL.md §11) */
-            md.ipv4_csum = 1;
-            agq_forward_t.apply();
-            if (md.verdict == V_ABSORB) {
-                agq_absorbed.count(0);
-            } else if (md.verdict == V_DUPLICATE) {
-                agq_duplicate.count(0);
-            } else if (md.verdict == V_RESULT) {
-                agq_results.count(0);
-            } else if (md.verdict == V_RESEND) {
-                agq_result_resent.count(0);
-            }
+    /* Every step below is a table on the decision fields, applied without
+     * a gateway: on Tofino 1 (no long branches) if-blocks run one after the
+     * other, so an if-chain here would start only after the lanes. A miss
+     * does nothing. */
+
+    /* pass 1 of a first contribution: arm the resubmit */
+    action arm_resubmit() { ig_dprsr_md.resubmit_type = AGQ_RESUBMIT_TYPE; }
+    table resubmit_t {
+        key = { md.resubmit : exact; }
+        actions = { arm_resubmit; @defaultonly NoAction; }
+        const default_action = NoAction;
+        size = 1;
+        const entries = { 1 : arm_resubmit(); }
+    }
+
+    /* a Tofino-only retry: CAS lost (pass 2) -> realloc; PENDING -> reread */
+    action recirculate(bit<8> realloc, bit<8> reread) {
+        hdr.bridge.setInvalid();
+        hdr.recirc.setValid();
+        hdr.recirc.complete = (bit<8>)md.complete;
+        hdr.recirc.seen = (bit<8>)md.seen;
+        hdr.recirc.realloc = realloc;
+        hdr.recirc.reread = reread;
+        hdr.recirc.in_port = (bit<16>)md.in_port;
+        ig_tm_md.ucast_egress_port = AGQ_RECIRC_PORT;
+        ig_tm_md.bypass_egress = 1;
+    }
+    table recirc_t {
+        key = {
+            md.recirculate           : exact;
+            ig_intr_md.resubmit_flag : exact;
         }
+        actions = { recirculate; @defaultonly NoAction; }
+        const default_action = NoAction;
+        size = 2;
+        const entries = { (1, 1) : recirculate(1, 0); (1, 0) : recirculate(0, 1); }
+    }
+
+    /* the header of what leaves (C++ forward()): RESULT: guard, flags =
+     * v | OVERFLOW (v is flags bit 0 already: bits 7..1 from action data),
+     * the egress extracts the lanes; width, pos and bridge.win come from
+     * result_t (lanes.p4). FALLBACK_DATA: width 0, pos 0, guard. PS_RESULT:
+     * RETRANSMIT cleared. Every frame the switch makes: the epoch. */
+    action out_result(bit<7> flags_hi) {
+        hdr.agq.guard = md.guard;
+        hdr.agq.flags[7:1] = flags_hi;
+        hdr.bridge.extract = 1;
+        hdr.agq.epoch = md.epoch;
+        md.ipv4_csum = 1;
+    }
+    action out_fallback() {
+        hdr.agq.width = 0;
+        hdr.agq.pos = 0;
+        hdr.agq.guard = md.guard;
+        hdr.agq.epoch = md.epoch;
+        md.ipv4_csum = 1;
+    }
+    action out_ps() {
+        hdr.agq.flags = hdr.agq.flags & ~AGQ_FLAG_RETRANSMIT;
+        hdr.agq.epoch = md.epoch;
+        md.ipv4_csum = 1;
+    }
+    action out_other() {
+        hdr.agq.epoch = md.epoch;
+        md.ipv4_csum = 1;
+    }
+    table out_hdr_t {
+        key = {
+            md.resubmit    : ternary;
+            md.recirculate : ternary;
+            md.verdict     : ternary;
+            md.win         : ternary;   /* OVERFLOW */
+        }
+        actions = { out_result; out_fallback; out_ps; out_other; @defaultonly NoAction; }
+        const default_action = NoAction;
+        size = 8;
+        const entries = {
+            (0, 0, V_RESULT, WIN_OVERFLOW &&& WIN_OVERFLOW) : out_result((AGQ_FLAG_OVERFLOW >> 1)[6:0]);
+            (0, 0, V_RESULT, _)                             : out_result(0);
+            (0, 0, V_RESEND, WIN_OVERFLOW &&& WIN_OVERFLOW) : out_result((AGQ_FLAG_OVERFLOW >> 1)[6:0]);
+            (0, 0, V_RESEND, _)                             : out_result(0);
+            (0, 0, V_FALLBACK_DATA, _)                      : out_fallback();
+            (0, 0, V_PS_RESULT, _)                          : out_ps();
+            (0, 0, _, _)                                    : out_other();
+        }
+    }
+
+    /* One counter per table (a Tofino table addresses one counter). */
+#define AGQ_COUNT_ACTION(C) action count_##C() { C.count(0); }
+    AGQ_COUNT_ACTION(agq_resubmits)
+    AGQ_COUNT_ACTION(agq_first)
+    AGQ_COUNT_ACTION(agq_cas_retries)
+    AGQ_COUNT_ACTION(agq_fallback_data)
+    AGQ_COUNT_ACTION(agq_fallback)
+    AGQ_COUNT_ACTION(agq_absorbed)
+    AGQ_COUNT_ACTION(agq_duplicate)
+    AGQ_COUNT_ACTION(agq_results)
+    AGQ_COUNT_ACTION(agq_result_resent)
+#undef AGQ_COUNT_ACTION
+    table resubmits_t {          /* C++ first_pass1 / first_pass2 / the PENDING retry */
+        key = { md.resubmit : ternary; md.recirculate : ternary; }
+        actions = { count_agq_resubmits; @defaultonly NoAction; }
+        const default_action = NoAction;
+        size = 2;
+        const entries = { (1, _) : count_agq_resubmits(); (_, 1) : count_agq_resubmits(); }
+    }
+    table first_t {
+        key = { md.resubmit : exact; md.realloc : exact; }
+        actions = { count_agq_first; @defaultonly NoAction; }
+        const default_action = NoAction;
+        size = 1;
+        const entries = { (1, 0) : count_agq_first(); }
+    }
+    table cas_retries_t {
+        key = { md.recirculate : exact; ig_intr_md.resubmit_flag : exact; }
+        actions = { count_agq_cas_retries; @defaultonly NoAction; }
+        const default_action = NoAction;
+        size = 1;
+        const entries = { (1, 1) : count_agq_cas_retries(); }
+    }
+    table fallback_data_t {
+        key = { md.verdict : exact; }
+        actions = { count_agq_fallback_data; @defaultonly NoAction; }
+        const default_action = NoAction;
+        size = 1;
+        const entries = { V_FALLBACK_DATA : count_agq_fallback_data(); }
+    }
+    table fallback_t {           /* pass 2 found no window (C++ first_pass2) */
+        key = { md.verdict : exact; ig_intr_md.resubmit_flag : exact; }
+        actions = { count_agq_fallback; @defaultonly NoAction; }
+        const default_action = NoAction;
+        size = 1;
+        const entries = { (V_FALLBACK_DATA, 1) : count_agq_fallback(); }
+    }
+    /* forward()'s counters; a resubmitted / recirculated packet has V_DROP */
+#define AGQ_VERDICT_COUNT(T, V, C) \
+    table T { \
+        key = { md.verdict : exact; } \
+        actions = { count_##C; @defaultonly NoAction; } \
+        const default_action = NoAction; \
+        size = 1; \
+        const entries = { V : count_##C(); } \
+    }
+    AGQ_VERDICT_COUNT(absorbed_t, V_ABSORB, agq_absorbed)
+    AGQ_VERDICT_COUNT(duplicate_t, V_DUPLICATE, agq_duplicate)
+    AGQ_VERDICT_COUNT(results_t, V_RESULT, agq_results)
+    AGQ_VERDICT_COUNT(result_resent_t, V_RESEND, agq_result_resent)
+#undef AGQ_VERDICT_COUNT
+
+    apply {
+        out_hdr_t.apply();
+        if (md.resubmit == 0 && md.recirculate == 0) {
+            agq_forward_t.apply();        /* TM settings of the verdict (generated) */
+        }
+        resubmit_t.apply();
+        recirc_t.apply();
+        resubmits_t.apply();
+        first_t.apply();
+        cas_retries_t.apply();
+        fallback_data_t.apply();
+        fallback_t.apply();
+        absorbed_t.apply();
+        duplicate_t.apply();
+        results_t.apply();
+        result_resent_t.apply();
     }
 }

@@ -164,7 +164,10 @@ header agq_hi_h {
 header agq_resubmit_h {
     bit<8>  occ_old;       /* row_occupancy half v as pass 1 read it (the CAS's expected value) */
     bit<8>  occ_new;       /* with the old window released and the new one taken */
-    bit<16> window;        /* new slot_window half (pos, w, FALLBACK, OVERFLOW) */
+    bit<16> window;        /* new slot_window half (pos, w, FALLBACK, OVERFLOW); before
+                            * stage 10 of pass 1 (and on any other packet) also
+                            * slot_window_merge's operand: OVERFLOW of a new clipped
+                            * contribution, or 0 (window_alloc.p4, SlotWindow) */
     bit<8>  complete;      /* 1: count_v == N when the packet was counted */
     bit<8>  realloc;       /* C++ resub.realloc: always 0 on a resubmit (pass 1 -> pass 2) */
     bit<16> reserved;      /* 0 */
@@ -238,12 +241,20 @@ struct ingress_headers_t {
     agq_hi_h       agq_hi;
 }
 
-/* Admission (JobCheck): the C++ AgqDrop reasons of validate(), in its order. */
-const bit<3> ADM_OK         = 0;
+/* Admission (JobCheck, admit_t): the C++ AgqDrop reasons of validate(), in
+ * its order, or what passed. */
+const bit<3> ADM_NONE       = 0;
 const bit<3> ADM_MALFORMED  = 1;
 const bit<3> ADM_UNKNOWN    = 2;
 const bit<3> ADM_BAD_WORKER = 3;
 const bit<3> ADM_BAD_WIDTH  = 4;
+const bit<3> ADM_DATA       = 5;    /* a DATA from the job's worker (slot range: stage 2) */
+const bit<3> ADM_PS         = 6;    /* a PS_RESULT from the job's PS (verdict: md.ps_verdict) */
+/* Header classes (hdr_t): version, type, n_lanes, and R of a DATA. */
+const bit<2> HDR_MALFORMED      = 0;
+const bit<2> HDR_PS             = 1;
+const bit<2> HDR_DATA           = 2;
+const bit<2> HDR_DATA_BAD_WIDTH = 3;
 
 /* Field widths follow the PHV: 8/16/32-bit containers, one value per field,
  * no arithmetic across slices of one field (every slice a table keys on is a
@@ -283,26 +294,27 @@ struct ingress_metadata_t {
     PortId_t   ps_port_diff;   /* ps_port ^ ingress port (job_t) */
     bit<32>    w_ip_diff;      /* worker ipv4 ^ IPv4 source (worker_t) */
     PortId_t   w_port_diff;    /* worker port ^ ingress port (worker_t) */
-    bit<1>     bad_wk;         /* DATA sender: not the worker's port, or no such worker, or N differs */
-    bit<1>     bad_wk_ip;      /* DATA sender: not the worker's IPv4 */
-    bit<1>     bad_ps;         /* PS_RESULT: not the PS's port, or a unicast for no worker */
-    bit<1>     bad_ps_ip;      /* PS_RESULT: not the PS's IPv4 */
-    bit<3>     adm;            /* ADM_*: the header checks */
+    bit<2>     hdr_class;      /* HDR_* (hdr_t, stage 0) */
+    bit<3>     adm;            /* ADM_* (admit_t, stage 1) */
+    bit<1>     slot_chk;       /* the slot range applies (DATA, PS_RESULT, bad width) */
+    bit<1>     count_it;       /* an admitted DATA's pass that runs slot_bitmap / slot_count */
+    bit<3>     ps_verdict;     /* V_PS_RESULT or V_PS_RESULT_UNICAST (admit_t) */
+    bit<1>     go;             /* an admitted DATA within the job's slots: the slot stages run */
     bit<16>    slot_room;      /* slots |-| slot: 0 = slot out of range (drops_agq_bad_slot) */
     slot_idx_t slot_idx;
     row_idx_t  row_off;
     row_idx_t  row_idx;
     bit<1>     v;              /* slot version (flags bit 0) */
+    bit<1>     ovf;            /* OVERFLOW (flags bit 2) */
     bit<8>     r_units;        /* R / 4 (trunc_t / align_t key) */
     bit<8>     req_units;      /* min(R / 4, max_units) (alloc_t key) */
     /* slot state */
     bit<32>    bitmap_old;
     bit<1>     seen;
-    bit<16>    count_new;      /* slot_count_inc output (0 when seen); 16 bits: slot_window's SALU reads it beside the 16-bit win_operand (Tofino 1 input crossbar) */
+    bit<16>    count_new;      /* slot_count_inc output (0 when seen); 16 bits, like slot_window's other SALU operand resub.window */
     bit<8>     count_old;      /* slot_count_read output (seen) */
     bit<1>     first;
     bit<1>     complete;
-    bit<16>    win_operand;    /* slot_window_merge operand of a non-first packet: OVERFLOW (new, clipped) or 0 */
     bit<16>    win;            /* slot_window half v as the register returned it */
     bit<1>     alloc_ok;       /* grant_alloc_t: the new window leaves W - g >= 2 */
     bit<8>     old_occ_mask;   /* row_occupancy bits of the released window (window_t) */

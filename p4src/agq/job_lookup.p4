@@ -4,7 +4,7 @@
  * job can only index its own rows and slots: slot_idx = slot_base + slot
  * with slot < slots, row_idx = row_base + (slot >> row_shift).
  *
- * Stage 0: job_t, worker_t, epoch_t (keys are packet fields); r_units.
+ * Stage 0: job_t, worker_t, epoch_t, hdr_t (keys are packet fields); r_units.
  * Stage 1: admission gateways (md.adm), slot_idx, slot_room, slot_row_t,
  *          req_units = min(R/4, max_units).
  * Stage 2: row_idx; the slot range and the drop counters (JobCheck).
@@ -83,6 +83,42 @@ control JobLookup(inout ingress_headers_t hdr,
         size = 1;
     }
 
+    /* The header checks of C++ validate() in one ternary table on the packet
+     * (PROTOCOL.md §1): version 1, n_lanes 16 or 32, a DATA or a PS_RESULT,
+     * and for a DATA the request width R (4..32, a multiple of 4). One table,
+     * not gateways: the width compares become range matches on overlapping
+     * slices of req_width that bf-p4c cannot lay out in one gateway ("partial
+     * overlapping gateway fields", Tofino 1), and every gateway level costs
+     * the admission a stage. First matching entry wins. */
+    action hdr_class(bit<2> c) { md.hdr_class = c; }
+    table hdr_t {
+        key = {
+            hdr.agq.ver       : exact;
+            hdr.agq.type      : exact;
+            hdr.agq.n_lanes   : exact;
+            hdr.agq.req_width : ternary;
+        }
+        actions = { hdr_class; }
+        const default_action = hdr_class(HDR_MALFORMED);
+        size = 32;
+        const entries = {
+#define AGQ_HDR_DATA_(N) \
+            (AGQ_VERSION, AGQ_TYPE_DATA, N, 4) : hdr_class(HDR_DATA); \
+            (AGQ_VERSION, AGQ_TYPE_DATA, N, 8) : hdr_class(HDR_DATA); \
+            (AGQ_VERSION, AGQ_TYPE_DATA, N, 12) : hdr_class(HDR_DATA); \
+            (AGQ_VERSION, AGQ_TYPE_DATA, N, 16) : hdr_class(HDR_DATA); \
+            (AGQ_VERSION, AGQ_TYPE_DATA, N, 20) : hdr_class(HDR_DATA); \
+            (AGQ_VERSION, AGQ_TYPE_DATA, N, 24) : hdr_class(HDR_DATA); \
+            (AGQ_VERSION, AGQ_TYPE_DATA, N, 28) : hdr_class(HDR_DATA); \
+            (AGQ_VERSION, AGQ_TYPE_DATA, N, 32) : hdr_class(HDR_DATA); \
+            (AGQ_VERSION, AGQ_TYPE_DATA, N, _) : hdr_class(HDR_DATA_BAD_WIDTH); \
+            (AGQ_VERSION, AGQ_TYPE_PS_RESULT, N, _) : hdr_class(HDR_PS);
+            AGQ_HDR_DATA_(16)
+            AGQ_HDR_DATA_(32)
+#undef AGQ_HDR_DATA_
+        }
+    }
+
     /* slot >> row_shift: one action per constant shift (generated). */
 #include "generated/slot_row_t.p4"
 
@@ -99,7 +135,10 @@ control JobLookup(inout ingress_headers_t hdr,
         job_t.apply();                                   /* stage 0 */
         worker_t.apply();
         epoch_t.apply();
+        hdr_t.apply();
         md.v = hdr.agq.flags[0:0];
+        md.ovf = hdr.agq.flags[2:2];                     /* OVERFLOW: read from here on, so the
+                                                          * output header may rewrite flags early */
         md.r_units = (bit<8>)hdr.agq.req_width[5:2];     /* R / 4: a constant slice */
         md.req_units = min(md.r_units, md.max_units);    /* stage 1: min(R / 4, max_units) */
         slot_index();
@@ -109,16 +148,21 @@ control JobLookup(inout ingress_headers_t hdr,
 }
 
 /* The C++ validate(), in its order: malformed, unknown job, lane profile,
- * bad worker, bad slot, bad width. Stage 1 decides the header checks into
- * md.adm and the identity checks into bad_wk / bad_ps (small gateways on the
- * XORs job_t / worker_t computed: the sender's port and IPv4, N); stage 2
+ * bad worker, bad slot, bad width — one ternary table (admit_t, stage 1) on
+ * the stage-0 results: the header class (hdr_t), the job and worker hits and
+ * the XORs job_t / worker_t computed with the packet (the sender's port and
+ * IPv4, N, the lane profile). First matching entry wins, so the entries are
+ * the C++ checks in the C++ order; a field "== 0" is a ternary match on all
+ * its bits. A recirculated retry passed the identity checks on its first
+ * pass and arrives on the recirculation port: not checked again. Stage 2
  * adds the slot range (slot_room) and counts the drop reason (PROTOCOL.md
- * §9) in the C++ order. A recirculated retry passed them on its first pass
- * and arrives on the recirculation port: its identity is not checked again.
- * PS_RESULT that passes gets its verdict here (stateless, C++ apply()). The
- * caller runs the slot stages only for an admitted DATA. */
+ * §9); a PS_RESULT that passes gets its verdict there (stateless, C++
+ * apply()); an admitted DATA sets md.go, which gates the slot stages
+ * (agq.p4). Decision tables instead of if-chains: each level of nested
+ * gateways would cost the slot path a stage (Tofino 1 has 12). */
 control JobCheck(inout ingress_headers_t hdr,
-                 inout ingress_metadata_t md) {
+                 inout ingress_metadata_t md,
+                 in ingress_intrinsic_metadata_t ig_intr_md) {
 
     Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) drops_agq_malformed;
     Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) drops_agq_unknown_job;
@@ -127,50 +171,122 @@ control JobCheck(inout ingress_headers_t hdr,
     Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) drops_agq_bad_width;
     Counter<bit<64>, bit<1>>(1, CounterType_t.PACKETS) agq_ps_results;
 
+    /* slot_chk: the slot range applies (counted as bad_slot before bad width) */
+    action adm_drop(bit<3> reason, bit<1> slot_chk) { md.adm = reason; md.slot_chk = slot_chk; }
+    /* count_it: run slot_bitmap / slot_count (0: pass 2 of a first
+     * contribution, or a recirculated retry: already counted) */
+    action adm_data(bit<1> count_it) { md.adm = ADM_DATA; md.slot_chk = 1; md.count_it = count_it; }
+    action adm_ps(bit<3> verdict) { md.adm = ADM_PS; md.slot_chk = 1; md.ps_verdict = verdict; }
+
+    table admit_t {
+        key = {
+            md.hdr_class    : ternary;
+            md.job_hit      : ternary;
+            md.lanes_diff   : ternary;
+            md.worker_hit   : ternary;
+            md.w_port_diff  : ternary;
+            md.n_diff       : ternary;
+            md.w_ip_diff    : ternary;
+            md.ps_port_diff : ternary;
+            md.ps_ip_diff   : ternary;
+            hdr.agq.flags   : ternary;
+            md.realloc      : ternary;
+            md.reread       : ternary;
+            ig_intr_md.resubmit_flag : ternary;
+        }
+        actions = { adm_drop; adm_data; adm_ps; }
+        const default_action = adm_drop(ADM_MALFORMED, 0);     /* not the job's lane profile */
+        size = 16;
+        const entries = {
+            /* hdr_class  hit lanes_d wk  wport   n_diff  w_ip    ps_port ps_ip   flags              realloc reread resub */
+            (HDR_MALFORMED, _, _,     _,  _,      _,      _,      _,      _,      _,                 _, _, _) : adm_drop(ADM_MALFORMED, 0);
+            (_,           0,   _,     _,  _,      _,      _,      _,      _,      _,                 _, _, _) : adm_drop(ADM_UNKNOWN, 0);
+            (HDR_DATA,    1,   0,     _,  _,      _,      _,      _,      _,      _,                 1, _, _) : adm_data(0);
+            (HDR_DATA,    1,   0,     _,  _,      _,      _,      _,      _,      _,                 _, 1, _) : adm_data(0);
+            (HDR_DATA,    1,   0,     1,  0,      0,      0,      _,      _,      _,                 0, 0, 1) : adm_data(0);
+            (HDR_DATA,    1,   0,     1,  0,      0,      0,      _,      _,      _,                 0, 0, 0) : adm_data(1);
+            (HDR_DATA_BAD_WIDTH, 1, 0, 1, 0,      0,      0,      _,      _,      _,                 _, _, _) : adm_drop(ADM_BAD_WIDTH, 1);
+            (HDR_DATA &&& HDR_DATA, 1, 0, _, _,   _,      _,      _,      _,      _,                 _, _, _) : adm_drop(ADM_BAD_WORKER, 0);
+            (HDR_PS,      1,   0,     _,  _,      _,      _,      0,      0,      0 &&& AGQ_FLAG_RETRANSMIT, _, _, _) : adm_ps(V_PS_RESULT);
+            (HDR_PS,      1,   0,     1,  _,      _,      _,      0,      0,      AGQ_FLAG_RETRANSMIT &&& AGQ_FLAG_RETRANSMIT, _, _, _) : adm_ps(V_PS_RESULT_UNICAST);
+            (HDR_PS,      1,   0,     _,  _,      _,      _,      _,      _,      _,                 _, _, _) : adm_drop(ADM_BAD_WORKER, 0);
+        }
+    }
+
+    /* Stage 2: the drop reason counted (one counter per table), the PS
+     * verdict, md.go — tables on (adm, slot_room), no gateways (Tofino 1:
+     * if-blocks run one after the other). slot_room == 0: the slot is out of
+     * range, counted as bad_slot before bad width (C++ order). */
+#define AGQ_COUNT_ACTION(C) action count_##C() { C.count(0); }
+    AGQ_COUNT_ACTION(drops_agq_malformed)
+    AGQ_COUNT_ACTION(drops_agq_unknown_job)
+    AGQ_COUNT_ACTION(drops_agq_bad_worker)
+    AGQ_COUNT_ACTION(drops_agq_bad_slot)
+    AGQ_COUNT_ACTION(drops_agq_bad_width)
+#undef AGQ_COUNT_ACTION
+#define AGQ_ADM_COUNT(T, A, C) \
+    table T { \
+        key = { md.adm : exact; } \
+        actions = { count_##C; @defaultonly NoAction; } \
+        const default_action = NoAction; \
+        size = 1; \
+        const entries = { A : count_##C(); } \
+    }
+    AGQ_ADM_COUNT(malformed_t, ADM_MALFORMED, drops_agq_malformed)
+    AGQ_ADM_COUNT(unknown_job_t, ADM_UNKNOWN, drops_agq_unknown_job)
+    AGQ_ADM_COUNT(bad_worker_t, ADM_BAD_WORKER, drops_agq_bad_worker)
+#undef AGQ_ADM_COUNT
+    table bad_slot_t {
+        key = { md.slot_chk : exact; md.slot_room : exact; }
+        actions = { count_drops_agq_bad_slot; @defaultonly NoAction; }
+        const default_action = NoAction;
+        size = 1;
+        const entries = { (1, 0) : count_drops_agq_bad_slot(); }
+    }
+    table bad_width_t {
+        key = { md.adm : exact; md.slot_room : ternary; }
+        actions = { count_drops_agq_bad_width; NoAction; }
+        const default_action = NoAction;
+        size = 2;
+        const entries = {
+            (ADM_BAD_WIDTH, 0) : NoAction();
+            (ADM_BAD_WIDTH, _) : count_drops_agq_bad_width();
+        }
+    }
+    action ps_result() {
+        agq_ps_results.count(0);
+        md.verdict = md.ps_verdict;
+    }
+    table ps_result_t {
+        key = { md.adm : exact; md.slot_room : ternary; }
+        actions = { ps_result; NoAction; }
+        const default_action = NoAction;
+        size = 2;
+        const entries = {
+            (ADM_PS, 0) : NoAction();
+            (ADM_PS, _) : ps_result();
+        }
+    }
+    action set_go() { md.go = 1; }
+    table go_t {
+        key = { md.adm : exact; md.slot_room : ternary; }
+        actions = { set_go; NoAction; }
+        const default_action = NoAction;
+        size = 2;
+        const entries = {
+            (ADM_DATA, 0) : NoAction();
+            (ADM_DATA, _) : set_go();
+        }
+    }
+
     apply {
-        /* stage 1: the header */
-        if (hdr.agq.ver != AGQ_VERSION || (hdr.agq.n_lanes != 32 && hdr.agq.n_lanes != 16) ||
-            (hdr.agq.type != AGQ_TYPE_DATA && hdr.agq.type != AGQ_TYPE_PS_RESULT)) {
-            md.adm = ADM_MALFORMED;
-        } else if (md.job_hit == 0) {
-            md.adm = ADM_UNKNOWN;
-        } else if (md.lanes_diff != 0) {
-            md.adm = ADM_MALFORMED;                   /* not the job's lane profile */
-        } else if (hdr.agq.type == AGQ_TYPE_DATA &&
-                   (hdr.agq.req_width[1:0] != 0 || hdr.agq.req_width < 4 || hdr.agq.req_width > 32)) {
-            md.adm = ADM_BAD_WIDTH;                   /* counted after the identity and slot checks */
-        }
-        /* stage 1: the sender (a host cannot speak for another worker or job;
-         * a PS_RESULT only from the job's PS, a unicast one for a real worker) */
-        if (md.realloc == 0 && md.reread == 0) {
-            if (md.worker_hit == 0 || md.w_port_diff != 0 || md.n_diff != 0) { md.bad_wk = 1; }
-            if (md.w_ip_diff != 0) { md.bad_wk_ip = 1; }
-        }
-        if (md.ps_port_diff != 0 || ((hdr.agq.flags & AGQ_FLAG_RETRANSMIT) != 0 && md.worker_hit == 0)) {
-            md.bad_ps = 1;
-        }
-        if (md.ps_ip_diff != 0) { md.bad_ps_ip = 1; }
-        /* stage 2: the verdict and the counters, in the C++ order */
-        md.verdict = V_DROP;
-        if (md.adm == ADM_MALFORMED) {
-            drops_agq_malformed.count(0);
-        } else if (md.adm == ADM_UNKNOWN) {
-            drops_agq_unknown_job.count(0);
-        } else if (hdr.agq.type == AGQ_TYPE_DATA && (md.bad_wk == 1 || md.bad_wk_ip == 1)) {
-            drops_agq_bad_worker.count(0);
-        } else if (hdr.agq.type == AGQ_TYPE_PS_RESULT && (md.bad_ps == 1 || md.bad_ps_ip == 1)) {
-            drops_agq_bad_worker.count(0);
-        } else if (md.slot_room == 0) {
-            drops_agq_bad_slot.count(0);
-        } else if (md.adm == ADM_BAD_WIDTH) {
-            drops_agq_bad_width.count(0);
-        } else if (hdr.agq.type == AGQ_TYPE_PS_RESULT) {
-            agq_ps_results.count(0);
-            if ((hdr.agq.flags & AGQ_FLAG_RETRANSMIT) != 0) {
-                md.verdict = V_PS_RESULT_UNICAST;
-            } else {
-                md.verdict = V_PS_RESULT;
-            }
-        }   /* else an admitted DATA: the slot stages run (agq.p4) */
+        admit_t.apply();                                     /* stage 1 */
+        malformed_t.apply();                                 /* stage 2 */
+        unknown_job_t.apply();
+        bad_worker_t.apply();
+        bad_slot_t.apply();
+        bad_width_t.apply();
+        ps_result_t.apply();
+        go_t.apply();
     }
 }

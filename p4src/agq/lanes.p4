@@ -59,14 +59,30 @@ control LaneProcessor(inout bit<32> lane,
     RegisterAction<agq_pair32_t, row_idx_t, bit<32>>(cells) lane_clear_v1 = {
         void apply(inout agq_pair32_t c, out bit<32> rv) { c.hi = c.hi & lane; rv = c.hi; } };
 
-    apply {
-        if (md.lane_clear == 1) {
-            if (md.v == 0) { lane = lane_clear_v0.execute(md.row_idx); }
-            else           { lane = lane_clear_v1.execute(md.row_idx); }
-        } else {
-            if (md.v == 0) { lane = lane_add_v0.execute(md.row_idx); }
-            else           { lane = lane_add_v1.execute(md.row_idx); }
+    action add_v0() { lane = lane_add_v0.execute(md.row_idx); }
+    action add_v1() { lane = lane_add_v1.execute(md.row_idx); }
+    action clear_v0() { lane = lane_clear_v0.execute(md.row_idx); }
+    action clear_v1() { lane = lane_clear_v1.execute(md.row_idx); }
+    /* (lane_run, lane_clear, v) -> the register action: one table per
+     * lane, applied without a gateway (lane_run = 0 misses): on Tofino 1 an
+     * if-block around the lanes would wait for every earlier if-block. */
+    table lane_t {
+        key = {
+            md.lane_run   : exact;
+            md.lane_clear : exact;
+            md.v          : exact;
         }
+        actions = { add_v0; add_v1; clear_v0; clear_v1; @defaultonly NoAction; }
+        const default_action = NoAction;   /* a register action cannot be a default */
+        size = 4;
+        const entries = {
+            (1, 0, 0) : add_v0();   (1, 0, 1) : add_v1();
+            (1, 1, 0) : clear_v0(); (1, 1, 1) : clear_v1();
+        }
+    }
+
+    apply {
+        lane_t.apply();
     }
 }
 

@@ -24,16 +24,14 @@ parser AgqIngressParser(packet_in pkt,
         md.lane_run = 0;
         md.lane_clear = 0;
         md.lane_load = 0;
-        md.win_operand = 0;
         md.resubmit = 0;
         md.recirculate = 0;
         md.ipv4_csum = 0;
         md.verdict = 0;
         md.adm = 0;
-        md.bad_wk = 0;
-        md.bad_wk_ip = 0;
-        md.bad_ps = 0;
-        md.bad_ps_ip = 0;
+        md.slot_chk = 0;
+        md.count_it = 0;
+        md.go = 0;
         transition select(ig_intr_md.resubmit_flag) {
             1: parse_resubmit;
             default: parse_port_metadata;
@@ -52,6 +50,10 @@ parser AgqIngressParser(packet_in pkt,
 
     state parse_port_metadata {
         pkt.advance(PORT_METADATA_SIZE);
+        /* Pass 1: md.resub is valid from here on; its window is slot_window_merge's
+         * operand until stage 10 fills the header (window_alloc.p4). */
+        md.resub.setValid();
+        md.resub.window = 0;
         transition select(ig_intr_md.ingress_port) {
             AGQ_RECIRC_PORT: parse_recirc;    /* only agq retries recirculate */
             default: parse_ethernet;

@@ -9,7 +9,7 @@
  *   stage 4  cas_ok = (the half before the CAS == resub.occ_old)
  *   stage 5  slot_window     pass 1 / others: slot_window_merge_v — the SALU
  *                            ORs PENDING when count_new == 1 (a first
- *                            contribution), else win_operand (OVERFLOW of a
+ *                            contribution), else resub.window (OVERFLOW of a
  *                            new clipped contribution, or 0)
  *                            pass 2: slot_window_write_v(new window), only if the CAS held
  *   stage 6  window_t(old pos, w, FALLBACK): keep mask into the lanes, occ mask
@@ -48,14 +48,29 @@ control RowOccupancy(inout ingress_metadata_t md,
         }
     };
 
+    action read_v0() { md.occ = row_occupancy_read_v0.execute(md.row_idx); }
+    action read_v1() { md.occ = row_occupancy_read_v1.execute(md.row_idx); }
+    action cas_v0() { md.cas_old = row_occupancy_cas_v0.execute(md.row_idx); }
+    action cas_v1() { md.cas_old = row_occupancy_cas_v1.execute(md.row_idx); }
+    /* (pass, v) -> the register action: a table, not nested gateways */
+    table occ_t {
+        key = {
+            ig_intr_md.resubmit_flag : exact;
+            md.v                     : exact;
+        }
+        actions = { read_v0; read_v1; cas_v0; cas_v1; @defaultonly NoAction; }
+        const default_action = NoAction;   /* every (key) is an entry; a register action cannot be a default */
+        size = 4;
+        const entries = {
+            (0, 0) : read_v0(); (0, 1) : read_v1();
+            (1, 0) : cas_v0();  (1, 1) : cas_v1();
+        }
+    }
+
     apply {
-        if (ig_intr_md.resubmit_flag == 1) {
-            if (md.v == 0) { md.cas_old = row_occupancy_cas_v0.execute(md.row_idx); }
-            else           { md.cas_old = row_occupancy_cas_v1.execute(md.row_idx); }
-            if (md.cas_old == md.resub.occ_old) { md.cas_ok = 1; }
-        } else {
-            if (md.v == 0) { md.occ = row_occupancy_read_v0.execute(md.row_idx); }
-            else           { md.occ = row_occupancy_read_v1.execute(md.row_idx); }
+        occ_t.apply();                                            /* stage 3 */
+        if (ig_intr_md.resubmit_flag == 1 && md.cas_old == md.resub.occ_old) {
+            md.cas_ok = 1;                                        /* stage 4 */
         }
     }
 }
@@ -67,16 +82,23 @@ control SlotWindow(inout ingress_metadata_t md,
 
     /* C++ slot_window_merge(first ? PENDING : operand): the choice is made
      * inside the SALU (count_new == 1 is "first"), so no stage computes the
-     * operand after slot_count. */
+     * operand after slot_count. A stateful ALU has two PHV inputs shared by
+     * all its register actions, each in its own half of the SALU's input
+     * crossbar bytes: count_new (the condition) and resub.window, which is
+     * both the merge operand (pass 1 / others: OVERFLOW or 0, written by
+     * SlotCounter or the recirculation; the resubmit header is filled only
+     * after this stage) and the written window (pass 2: as parsed). A third
+     * field (a separate merge operand) is what bf-p4c refused for Tofino 1:
+     * "not allocated in a valid region on the input xbar". */
     RegisterAction<agq_pair16_t, slot_idx_t, bit<16>>(slot_window) slot_window_merge_v0 = {
         void apply(inout agq_pair16_t w, out bit<16> rv) {
-            if (md.count_new == 1) { w.lo = w.lo | WIN_PENDING; } else { w.lo = w.lo | md.win_operand; }
+            if (md.count_new == 1) { w.lo = w.lo | WIN_PENDING; } else { w.lo = w.lo | md.resub.window; }
             rv = w.lo;
         }
     };
     RegisterAction<agq_pair16_t, slot_idx_t, bit<16>>(slot_window) slot_window_merge_v1 = {
         void apply(inout agq_pair16_t w, out bit<16> rv) {
-            if (md.count_new == 1) { w.hi = w.hi | WIN_PENDING; } else { w.hi = w.hi | md.win_operand; }
+            if (md.count_new == 1) { w.hi = w.hi | WIN_PENDING; } else { w.hi = w.hi | md.resub.window; }
             rv = w.hi;
         }
     };
@@ -87,16 +109,30 @@ control SlotWindow(inout ingress_metadata_t md,
         void apply(inout agq_pair16_t w, out bit<16> rv) { w.hi = md.resub.window; rv = md.resub.window; }
     };
 
-    apply {
-        if (ig_intr_md.resubmit_flag == 1) {
-            if (md.cas_ok == 1) {
-                if (md.v == 0) { md.win = slot_window_write_v0.execute(md.slot_idx); }
-                else           { md.win = slot_window_write_v1.execute(md.slot_idx); }
-            }
-        } else {
-            if (md.v == 0) { md.win = slot_window_merge_v0.execute(md.slot_idx); }
-            else           { md.win = slot_window_merge_v1.execute(md.slot_idx); }
+    action merge_v0() { md.win = slot_window_merge_v0.execute(md.slot_idx); }
+    action merge_v1() { md.win = slot_window_merge_v1.execute(md.slot_idx); }
+    action write_v0() { md.win = slot_window_write_v0.execute(md.slot_idx); }
+    action write_v1() { md.win = slot_window_write_v1.execute(md.slot_idx); }
+    /* (pass, CAS held, v) -> the register action; pass 2 whose CAS failed
+     * leaves the window alone (it recirculates). */
+    table window_op_t {
+        key = {
+            ig_intr_md.resubmit_flag : exact;
+            md.cas_ok                : exact;
+            md.v                     : exact;
         }
+        actions = { merge_v0; merge_v1; write_v0; write_v1; @defaultonly NoAction; }
+        const default_action = NoAction;
+        size = 8;
+        const entries = {
+            (0, 0, 0) : merge_v0(); (0, 0, 1) : merge_v1();
+            (0, 1, 0) : merge_v0(); (0, 1, 1) : merge_v1();
+            (1, 1, 0) : write_v0(); (1, 1, 1) : write_v1();
+        }
+    }
+
+    apply {
+        window_op_t.apply();                                      /* stage 5 */
     }
 }
 
@@ -104,11 +140,47 @@ control SlotWindow(inout ingress_metadata_t md,
  * previous window of version v (every worker has its result, PROTOCOL §8),
  * choose the new one, fill the resubmit header. Tables generated from the
  * C++ (p4src/gen/gen_agq_tables.cpp): window_t, alloc_t, grant_alloc_t.
- * window_t's action also loads the lanes with the keep mask for lane_clear. */
-control WindowAlloc(inout ingress_headers_t hdr,
-                    inout ingress_metadata_t md) {
-
+ * Two controls, applied as two separate steps of the ingress (agq.p4): the
+ * lanes wait only for WindowRelease (window_t loads them with the keep mask
+ * for lane_clear, stage 6), not for the allocation chain (stages 7-10). */
+control WindowRelease(inout ingress_headers_t hdr,
+                      inout ingress_metadata_t md) {
 #include "generated/window_t.p4"
+    apply {
+        window_t.apply();                                    /* stage 6; w = 0 / FALLBACK miss: masks 0 */
+    }
+}
+
+/* Stage 7: pass 1 of a first contribution that released a window zeroes it
+ * in the lanes (lane_clear with window_t's keep mask), except on a realloc
+ * retry (the window is already zeroed). A table, no gateway (see Lanes). */
+control LaneClear(inout ingress_metadata_t md,
+                  in ingress_intrinsic_metadata_t ig_intr_md) {
+    action clear_lanes() {
+        md.lane_run = 1;
+        md.lane_clear = 1;
+    }
+    table lane_clear_t {
+        key = {
+            md.first                 : exact;
+            ig_intr_md.resubmit_flag : exact;
+            md.old_hit               : exact;
+            md.realloc               : exact;
+        }
+        actions = { clear_lanes; @defaultonly NoAction; }
+        const default_action = NoAction;
+        size = 1;
+        const entries = { (1, 0, 1, 0) : clear_lanes(); }
+    }
+    apply {
+        lane_clear_t.apply();
+    }
+}
+
+control WindowAlloc(inout ingress_headers_t hdr,
+                    inout ingress_metadata_t md,
+                    in ingress_intrinsic_metadata_t ig_intr_md) {
+
 #include "generated/alloc_t.p4"
 #include "generated/grant_alloc_t.p4"
 
@@ -133,13 +205,33 @@ control WindowAlloc(inout ingress_headers_t hdr,
         md.resub.window = WIN_FALLBACK | flags;         /* pack_window(0, 0, 1, ovf) */
     }
 
+    /* (pass 1 of a first contribution, grant usable, OVERFLOW) -> the
+     * resubmit header (C++ first_pass1) */
+    table resub_t {
+        key = {
+            md.first                 : exact;
+            ig_intr_md.resubmit_flag : exact;
+            md.alloc_ok              : exact;
+            md.ovf                   : exact;
+        }
+        actions = { resub_grant; resub_fallback; @defaultonly NoAction; }
+        const default_action = NoAction;
+        size = 4;
+        const entries = {
+            (1, 0, 1, 1) : resub_grant(WIN_OVERFLOW);
+            (1, 0, 1, 0) : resub_grant(0);
+            (1, 0, 0, 1) : resub_fallback(WIN_OVERFLOW);
+            (1, 0, 0, 0) : resub_fallback(0);
+        }
+    }
+
+    /* Applied to every agq packet without a gateway (see Lanes): release,
+     * alloc_t and grant_alloc_t only compute metadata; resub_t hits only on
+     * pass 1 of a first contribution. */
     apply {
-        window_t.apply();                                    /* stage 6; w = 0 / FALLBACK miss: masks 0 */
         release();                                           /* stage 7 */
         alloc_t.apply();                                     /* stage 8 */
         grant_alloc_t.apply();                               /* stage 9 */
-        bit<16> ovf = 0;                                     /* stage 10: the resubmit header */
-        if ((hdr.agq.flags & AGQ_FLAG_OVERFLOW) != 0) { ovf = WIN_OVERFLOW; }
-        if (md.alloc_ok == 1) { resub_grant(ovf); } else { resub_fallback(ovf); }
+        resub_t.apply();                                     /* stage 10: the resubmit header */
     }
 }

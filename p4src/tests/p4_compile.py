@@ -48,40 +48,56 @@ def stages_of(bfa: Path) -> dict[str, int]:
     return {g: (max(s) + 1 if s else 0) for g, s in used.items()}
 
 
-def placement_of(ctx: Path) -> dict:
-    """gress -> stage -> sorted object names (tables, gateways' tables,
-    registers, counters) from bf-p4c's context.json."""
+def placement_of(bfa: Path) -> dict:
+    """gress -> stage -> the logical tables bf-p4c placed there (match
+    tables, gateways, the compiler's tbl_* for statements outside tables;
+    "+salu" when the table runs a stateful ALU), read from the .bfa's
+    `stage N ingress:` sections."""
     out: dict[str, dict[int, list[str]]] = {"ingress": {}, "egress": {}}
-    if not ctx.is_file():
-        return out
-    for t in json.loads(ctx.read_text()).get("tables", []):
-        gress = t.get("direction")
-        if gress not in out:
+    gress, stage, cur = None, None, None
+    for line in bfa.read_text().splitlines():
+        m = re.match(r"^stage (\d+) (ingress|egress):", line)
+        if m:
+            stage, gress = int(m.group(1)), m.group(2)
             continue
-        name = t.get("name", "?").split(".")[-1] if t.get("table_type") == "match" else t.get("name", "?")
-        kind = {"stateful": "register", "statistics": "counter"}.get(t.get("table_type"), "")
-        label = f"{name} ({kind})" if kind else name
-        for st in t.get("stage_tables", []):
-            out[gress].setdefault(int(st.get("stage_number", -1)), set()).add(label)
-    return {g: {s: sorted(v) for s, v in sorted(st.items())} for g, st in out.items()}
+        if gress is None:
+            continue
+        m = re.match(r"^  (exact_match|ternary_match|gateway|hash_action|phase0_match) ([^ :]+)", line)
+        if m:
+            cur = m.group(2)
+            out[gress].setdefault(stage, []).append(cur)
+        elif cur and re.match(r"^    stateful: ", line):
+            out[gress][stage][-1] = cur + " +salu"
+        elif re.match(r"^\S", line):
+            gress = None
+    return {g: dict(sorted(st.items())) for g, st in out.items()}
 
 
-def resources_of(res: Path) -> dict:
-    """SALUs, SRAM/TCAM/map RAM blocks, hash bits per gress and stage from
-    bf-p4c's resources.json (schema: resources.mau.mau_stages[])."""
-    if not res.is_file():
-        return {}
-    d = json.loads(res.read_text())
-    mau = d.get("resources", {}).get("mau", {})
-    out = {"stages": []}
-    for st in mau.get("mau_stages", []):
-        row = {"stage": st.get("stage_number")}
-        for key, name in (("srams", "sram"), ("tcams", "tcam"), ("map_rams", "map_ram"),
-                          ("meter_alus", "salu"), ("stateful_alus", "salu")):
-            v = st.get(key)
-            if isinstance(v, list):
-                row[name] = row.get(name, 0) + len(v)
-        out["stages"].append(row)
+def resources_of(res: Path, phv: Path) -> dict:
+    """Per physical stage (ingress and egress share a stage's resources):
+    logical tables, gateways, SRAM / TCAM / map RAM blocks, stateful ALUs
+    (meter_alus), stats ALUs, from bf-p4c's resources.json; PHV containers
+    used per gress and width, from phv.json."""
+    out: dict = {"stages": [], "phv": {}}
+    if res.is_file():
+        mau = json.loads(res.read_text()).get("resources", {}).get("mau", {})
+        for st in mau.get("mau_stages", []):
+            out["stages"].append({
+                "stage": st.get("stage_number"),
+                "logical_tables": len(st.get("logical_tables", {}).get("ids", [])),
+                "gateways": len(st.get("gateways", {}).get("gateways", [])),
+                "sram": len(st.get("rams", {}).get("srams", [])),
+                "tcam": len(st.get("tcams", {}).get("tcams", [])),
+                "map_ram": len(st.get("map_rams", {}).get("maprams", [])),
+                "salu": len(st.get("meter_alus", {}).get("meters", [])),
+                "stats_alu": len(st.get("statistic_alus", {}).get("stats", [])),
+            })
+    if phv.is_file():
+        used: dict[str, int] = {}
+        for c in json.loads(phv.read_text()).get("containers", []):
+            key = f"{c.get('gress', '?')} {c.get('bit_width')}b"
+            used[key] = used.get(key, 0) + 1
+        out["phv"] = dict(sorted(used.items()))
     return out
 
 
@@ -125,22 +141,25 @@ def main() -> int:
     t_bf = time.monotonic() - t0
     (a.out / "bf-p4c.log").write_text(c.stdout + c.stderr)
     errs = errors_in(c.stdout + c.stderr)
+    bfa = next((a.out / "pipe").glob("*.bfa"), None) if (a.out / "pipe").is_dir() else None
+    stages = stages_of(bfa) if bfa else {"ingress": 0, "egress": 0}
+    # summary.json also when the compile fails after placement (the .bfa says
+    # how many stages it took): what docs/PIPELINE.md quotes.
+    summary = {"target": a.target, "arch": arch, "ok": c.returncode == 0 and not errs, "errors": errs[:10],
+               "stages": stages, "p4test_s": round(t_p4test, 1), "bf_p4c_s": round(t_bf, 1),
+               "command": " ".join(["bf-p4c"] + cmd[1:]),
+               "resources": resources_of(a.out / "pipe" / "logs" / "resources.json",
+                                            a.out / "pipe" / "logs" / "phv.json"),
+               "placement": placement_of(bfa) if bfa else {}}
+    (a.out / "summary.json").write_text(json.dumps(summary, indent=1))
     if c.returncode != 0 or errs:
         sys.stdout.write(c.stdout + c.stderr)
-        print(f"FAIL: bf-p4c ({a.target}) exit {c.returncode}")
+        print(f"FAIL: bf-p4c ({a.target}) exit {c.returncode} after {t_bf:.0f} s; "
+              f"stages ingress {stages['ingress']}, egress {stages['egress']} ({a.out}/summary.json)")
         return 1
-
-    bfa = next((a.out / "pipe").glob("*.bfa"), None)
     if bfa is None:
         print(f"FAIL: bf-p4c wrote no .bfa under {a.out}/pipe")
         return 1
-    stages = stages_of(bfa)
-    summary = {"target": a.target, "arch": arch, "stages": stages,
-               "p4test_s": round(t_p4test, 1), "bf_p4c_s": round(t_bf, 1),
-               "command": " ".join(["bf-p4c"] + cmd[1:]),
-               "resources": resources_of(a.out / "pipe" / "logs" / "resources.json"),
-               "placement": placement_of(a.out / "pipe" / "context.json")}
-    (a.out / "summary.json").write_text(json.dumps(summary, indent=1))
     print(f"{a.target}: ingress {stages['ingress']} stages (budget {a.max_ingress_stages}), "
           f"egress {stages['egress']} (budget {a.max_egress_stages}); "
           f"p4test {t_p4test:.1f} s, bf-p4c {t_bf:.1f} s")

@@ -6,7 +6,8 @@ other, on agq-switch and on a Tofino alike.
 
 State per job (PROTOCOL §3), kept per job since a job only sees its own rows
 and slots: per (slot, v) the bitmap, count and window (pos, w units,
-FALLBACK, OVERFLOW); per (row, v) the live units and the 32 cells.
+FALLBACK, OVERFLOW); per (row, v) the live units and the cells (one per
+lane of the job's profile, 32 or 16: PROTOCOL §10).
 """
 from __future__ import annotations
 
@@ -18,11 +19,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "pkt"))
 
-from agq_proto import (AGQ_LEN, DATA, F_FALLBACK, F_OVERFLOW, F_RETRANSMIT,  # noqa: E402
+from agq_proto import (DATA, F_FALLBACK, F_OVERFLOW, F_RETRANSMIT,  # noqa: E402
                        FALLBACK_DATA, LANES, PS_RESULT, RESULT, VERSION, AgqHeader, guard_bits,
                        ip_bytes, ip_checksum, mac_bytes)
 
 UNITS = 8  # 4-bit units per 32-bit cell, unit 0 the most significant
+AGQ_OFF = 14 + 20 + 8  # the agq header in the suite's frames (untagged, IHL 5)
 
 
 @dataclass
@@ -44,6 +46,7 @@ class Job:
     ps_mac: str
     delivery: str = "multicast"
     max_width: int = 32
+    lanes: int = LANES    # the job's lane profile: n_lanes of its packets (32 or 16)
 
     @property
     def g(self) -> int:
@@ -133,7 +136,7 @@ class AgqModel:
         b[24:26] = b"\0\0"
         b[24:26] = struct.pack("!H", ip_checksum(bytes(b[14:34])))
         b[40:42] = b"\0\0"
-        b[-AGQ_LEN:] = h.copy(epoch=self.epoch).pack()
+        b[AGQ_OFF:] = h.copy(epoch=self.epoch).pack()
         return bytes(b)
 
     def _deliver(self, job, frame, h, out: dict, to_ps: bool = False):
@@ -150,12 +153,12 @@ class AgqModel:
     def process(self, in_role: str, frame: bytes) -> dict[str, list[bytes]]:
         """Frames the switch emits for `frame` arriving on `in_role`'s port."""
         out: dict[str, list[bytes]] = {}
-        h = AgqHeader.unpack(frame[-AGQ_LEN:])
+        h = AgqHeader.unpack(frame[AGQ_OFF:])
         src_ip, _ = self._ip(frame)
         # §4 step 1: admission; nothing is touched before it passes.
         if h.ver != VERSION or h.n_lanes not in (16, LANES) or h.type not in (DATA, PS_RESULT):
             return out
-        if h.job_id in self.jobs and h.n_lanes != LANES:   # every job of the suite has lanes = 32
+        if h.job_id in self.jobs and h.n_lanes != self.jobs[h.job_id].lanes:   # not the job's profile
             return out
         job = self.jobs.get(h.job_id)
         if job is None:
@@ -220,14 +223,14 @@ class AgqModel:
         end = s.pos + s.w
         if not seen:                                              # step 6
             d = max(h.req_width // 4 - s.w, 0)
-            for k in range(LANES):
+            for k in range(job.lanes):
                 x = (h.lanes[k] >> (4 * d)) & low(4 * s.w - job.g)
                 row.cells[k] = (row.cells[k] + (x << 4 * (UNITS - end))) & 0xFFFFFFFF
         if not complete and not seen:
             return out                                            # absorbed
         if not complete:
             return out                                            # duplicate
-        lanes = [(c >> 4 * (UNITS - end)) & low(4 * s.w) for c in row.cells]
+        lanes = [(c >> 4 * (UNITS - end)) & low(4 * s.w) for c in row.cells[:job.lanes]]
         flags = v | (F_OVERFLOW if s.overflow else 0)
         r = h.copy(type=RESULT, width=4 * s.w, pos=s.pos, guard=job.g, lanes=lanes)
         if seen:                                                  # retransmission after completion

@@ -53,6 +53,7 @@ class Case:
     pipeline: str          # "classic" | "agq"
     config: str            # TOML (ports as PORT_OF)
     steps: list[Step]
+    lanes: int = 0         # agq: the lane profile of the config's jobs (32, or 16: PROTOCOL §10)
 
 
 def mac_bytes(m: str) -> bytes:
@@ -128,12 +129,18 @@ def classic_cases() -> list[Case]:
 # The boot epoch the suite's switch runs with (PROTOCOL §11: in every frame
 # the switch makes), fixed so that frames compare byte for byte.
 SUITE_EPOCH = 0x5EED
-# One configuration for every agq case, so a Tofino loads it once
-# (p4src/bfrt/setup_agq.py) and runs the whole suite. Each case uses its own
-# aggregator row of job 1 (4 slots per row: slots 64, rows 16 -> row_shift 2)
-# so the cases are independent on a switch that is not reset between them.
-# Job 2 has the same hosts with the worker ids swapped.
-AGQ_CONFIG = f"""
+# One configuration per lane profile for every agq case, so a Tofino loads it
+# once (p4src/bfrt/setup_agq.py) and runs the whole suite: lanes = 32 for a
+# Tofino 2 build, lanes = 16 for the Tofino 1 build (which a Tofino 2 build
+# also serves). Each case uses its own aggregator row of job 1 (4 slots per
+# row: slots 64, rows 16 -> row_shift 2) so the cases are independent on a
+# switch that is not reset between them. Job 2 has the same hosts with the
+# worker ids swapped.
+PROFILES = (32, 16)
+
+
+def agq_config(lanes: int = 32) -> str:
+    return f"""
 [switch]
 pipeline = "agq"
 epoch = {SUITE_EPOCH}
@@ -145,6 +152,7 @@ id = 1
 workers = 2
 slots = 64
 rows = 16
+lanes = {lanes}
 delivery = "multicast"
 ps_port = {PORT_OF['ps']}
 ps_ip = "{IP['ps']}"
@@ -164,6 +172,7 @@ id = 2
 workers = 2
 slots = 16
 rows = 4
+lanes = {lanes}
 delivery = "multicast"
 ps_port = {PORT_OF['ps']}
 ps_ip = "{IP['ps']}"
@@ -186,24 +195,29 @@ port = {PORT_OF['h']}
 """
 
 
-def _jobs():
-    """The jobs of AGQ_CONFIG for the model (agq_model.py)."""
+AGQ_CONFIG = agq_config(32)
+
+
+def _jobs(lanes: int = 32):
+    """The jobs of agq_config(lanes) for the model (agq_model.py)."""
     def w(role):
         return Worker(role, IP[role], MAC[role])
-    common = dict(ps_role="ps", ps_ip=IP["ps"], ps_mac=MAC["ps"])
+    common = dict(ps_role="ps", ps_ip=IP["ps"], ps_mac=MAC["ps"], lanes=lanes)
     return [Job(1, 2, 64, 16, {0: w("w0"), 1: w("w1")}, **common),
             Job(2, 2, 16, 4, {0: w("w1"), 1: w("w0")}, **common)]
 
 
 def agq_header(typ, flags, job, worker, n, slot, seq, req, width, pos, guard, exp, lanes, epoch=0) -> bytes:
+    """The agq header bytes, n_lanes = len(lanes) (32 or 16)."""
     return (struct.pack("!BBHBBHIBBBBbBH", (1 << 4) | typ, flags, job, worker, n, slot, seq, req, width, pos,
-                        guard, exp, 32, epoch) + struct.pack("!32I", *lanes))
+                        guard, exp, len(lanes), epoch) + struct.pack(f"!{len(lanes)}I", *lanes))
 
 
 def _data(role, job, wid, slot, seq, req, lanes, flags=0, n=2, **kw) -> bytes:
-    """A worker's DATA frame to the PS address (the switch aggregates it on the way)."""
+    """A worker's DATA frame to the PS address (the switch aggregates it on
+    the way); n_lanes = len(lanes) unless given."""
     h = AgqHeader(type=DATA, flags=flags, job_id=job, worker_id=wid, num_workers=n, slot=slot, seq=seq,
-                  req_width=req, exponent=-6, lanes=list(lanes))
+                  req_width=req, exponent=-6, n_lanes=len(lanes), lanes=list(lanes))
     for k, val in kw.items():
         setattr(h, k, val)
     return agq_frame(h, src_mac=MAC[role], dst_mac=MAC["ps"], src_ip=IP[role], dst_ip=IP["ps"])
@@ -213,8 +227,8 @@ class _Scenario:
     """Builds a case's steps: each frame goes through the PROTOCOL.md model
     (agq_model.py), which says what the switch must emit."""
 
-    def __init__(self):
-        self.model = AgqModel(_jobs(), SUITE_EPOCH)
+    def __init__(self, lanes: int):
+        self.model = AgqModel(_jobs(lanes), SUITE_EPOCH)
         self.steps: list[Step] = []
 
     def send(self, role, frame, expect_count=None):
@@ -226,19 +240,26 @@ class _Scenario:
         return exp
 
 
-def _vals(seed, bits):
-    """32 lane values of `bits` value bits (biased encodings, PROTOCOL §2)."""
-    return [((seed * 2654435761 + k * 40503) >> 3) & low(bits) for k in range(32)]
+def agq_cases(lanes: int = 32) -> list[Case]:
+    """The agq cases for jobs of one lane profile (32 or 16 lanes per
+    packet); the 16-lane cases are named *_l16 and use agq_config(16)."""
+    cfg = agq_config(lanes)
+    sfx = "" if lanes == 32 else f"_l{lanes}"
 
+    def _vals(seed, bits, n=lanes):
+        """n lane values of `bits` value bits (biased encodings, PROTOCOL §2)."""
+        return [((seed * 2654435761 + k * 40503) >> 3) & low(bits) for k in range(n)]
 
-def agq_cases() -> list[Case]:
+    def case(name, steps):
+        return Case(name + sfx, "agq", cfg, steps, lanes)
+
     # Basic reduction, fresh switch, N = 2 (g = 1), R = W = 32 at pos 0 (the
     # empty row's only free run): each worker adds u & low(31); the RESULT
     # carries the sum right-aligned, width 32, pos 0, guard 1, multicast with
     # the destination and worker_id of each replica; the rest of the frame
     # (source addresses) is the completing packet's. Hand-computed (no model).
-    u0 = [(0x40000000 + 1000 * k) for k in range(32)]
-    u1 = [(0x40000000 - 77 * k) for k in range(32)]
+    u0 = [(0x40000000 + 1000 * k) for k in range(lanes)]
+    u1 = [(0x40000000 - 77 * k) for k in range(lanes)]
     s = [(a & 0x7FFFFFFF) + (b & 0x7FFFFFFF) for a, b in zip(u0, u1)]
     d0 = agq_header(1, 0, 1, 0, 2, 3, 42, 32, 0, 0, 0, -4, u0)
     d1 = agq_header(1, 0, 1, 1, 2, 3, 42, 32, 0, 0, 0, -4, u1)
@@ -250,39 +271,40 @@ def agq_cases() -> list[Case]:
         return udp_frame("w1", role, r, 50100, 50100)
 
     steps = [Step("w0", f0, {}), Step("w1", f1, {"w0": [result_for("w0", 0)], "w1": [result_for("w1", 1)]})]
-    cases = [Case("agq_basic_reduction", "agq", AGQ_CONFIG, steps)]
+    cases = [case("agq_basic_reduction", steps)]
     # A packet from an address that is not the job's worker: dropped.
     bad = udp_frame("h", "ps", agq_header(1, 0, 1, 0, 2, 3, 43, 32, 0, 0, 0, 0, u0), 50100, 50100)
-    cases.append(Case("agq_bad_worker_dropped", "agq", AGQ_CONFIG, [Step("w0", bad, {})]))
-    f = udp_frame("w0", "h", b"hello" * 10, sport=9000, dport=9000)
-    cases.append(Case("agq_routed_udp", "agq", AGQ_CONFIG, [Step("w0", f, {"h": [f]})]))
+    cases.append(case("agq_bad_worker_dropped", [Step("w0", bad, {})]))
+    if lanes == 32:     # ordinary traffic: no lane profile
+        f = udp_frame("w0", "h", b"hello" * 10, sport=9000, dport=9000)
+        cases.append(case("agq_routed_udp", [Step("w0", f, {"h": [f]})]))
 
     # Retransmission after completion (row 1, slot 4): the RESULT of the kept
     # copy goes back to the retransmitting worker only, addresses swapped,
     # RETRANSMIT set; a second retransmission gets it again (nothing added).
-    sc = _Scenario()
+    sc = _Scenario(lanes)
     a, b = _vals(1, 31), _vals(2, 31)
     sc.send("w0", _data("w0", 1, 0, 4, 100, 32, a), 0)
     sc.send("w1", _data("w1", 1, 1, 4, 100, 32, b), 2)
     sc.send("w0", _data("w0", 1, 0, 4, 100, 32, a, flags=F_RETRANSMIT), 1)
     sc.send("w1", _data("w1", 1, 1, 4, 100, 32, b, flags=F_RETRANSMIT), 1)
-    cases.append(Case("agq_retransmit_after_completion", "agq", AGQ_CONFIG, sc.steps))
+    cases.append(case("agq_retransmit_after_completion", sc.steps))
 
     # Duplicate of a pending contribution (row 2, slot 8): dropped, and the
     # RESULT holds that worker's values once. R = 16 on an empty row: pos 0, W 16.
-    sc = _Scenario()
+    sc = _Scenario(lanes)
     a, b = _vals(3, 15), _vals(4, 15)
     sc.send("w0", _data("w0", 1, 0, 8, 7, 16, a), 0)
     sc.send("w0", _data("w0", 1, 0, 8, 7, 16, a, flags=F_RETRANSMIT), 0)
     sc.send("w1", _data("w1", 1, 1, 8, 7, 16, b), 2)
-    cases.append(Case("agq_duplicate_ignored", "agq", AGQ_CONFIG, sc.steps))
+    cases.append(case("agq_duplicate_ignored", sc.steps))
 
     # Slot reuse with the other version (row 3, slots 12 and 13): two 16-bit
     # sequences share the v0 half (pos 0 and pos 4); slot 12 then runs on v1
     # (its own half: the whole row, W 32), then on v0 again: the old v0
     # window is released and zeroed, the new one gets pos 0 again next to
     # slot 13's live window, and its RESULT holds only the new values.
-    sc = _Scenario()
+    sc = _Scenario(lanes)
     vals = [_vals(10 + i, 15) for i in range(4)]
     sc.send("w0", _data("w0", 1, 0, 12, 1, 16, vals[0]), 0)
     sc.send("w0", _data("w0", 1, 0, 13, 2, 16, vals[1]), 0)
@@ -294,7 +316,7 @@ def agq_cases() -> list[Case]:
     p, q = _vals(30, 15), _vals(31, 15)
     sc.send("w1", _data("w1", 1, 1, 12, 4, 16, p), 0)
     sc.send("w0", _data("w0", 1, 0, 12, 4, 16, q), 2)
-    cases.append(Case("agq_slot_reuse_other_version", "agq", AGQ_CONFIG, sc.steps))
+    cases.append(case("agq_slot_reuse_other_version", sc.steps))
 
     # PS fallback (row 4, slots 16 and 17): slot 16 takes the whole v0 half
     # (R 32); slot 17's first contribution finds no free unit -> FALLBACK:
@@ -302,7 +324,7 @@ def agq_cases() -> list[Case]:
     # FALLBACK_DATA (width 0, pos 0, guard g); the PS's PS_RESULT is
     # multicast as a RESULT with FALLBACK, and a PS_RESULT with RETRANSMIT is
     # unicast to the worker it names.
-    sc = _Scenario()
+    sc = _Scenario(lanes)
     a, b = _vals(40, 31), _vals(41, 31)
     sc.send("w0", _data("w0", 1, 0, 16, 50, 32, _vals(42, 31)), 0)
     sc.send("w0", _data("w0", 1, 0, 17, 51, 32, a), 1)
@@ -310,29 +332,29 @@ def agq_cases() -> list[Case]:
     sc.send("w0", _data("w0", 1, 0, 17, 51, 32, a, flags=F_RETRANSMIT), 1)
     ps_sum = [x + y for x, y in zip(a, b)]       # the PS's software sum at W = R (d = 0)
     psr = AgqHeader(type=PS_RESULT, job_id=1, worker_id=0, num_workers=2, slot=17, seq=51, req_width=32,
-                    width=32, pos=0, guard=1, exponent=-6, lanes=ps_sum)
+                    width=32, pos=0, guard=1, exponent=-6, n_lanes=lanes, lanes=ps_sum)
     sc.send("ps", agq_frame(psr, MAC["ps"], MAC["w0"], IP["ps"], IP["w0"]), 2)
     again = psr.copy(flags=F_RETRANSMIT, worker_id=1)
     sc.send("ps", agq_frame(again, MAC["ps"], MAC["w1"], IP["ps"], IP["w1"]), 1)
     # A PS_RESULT from somewhere else than the job's PS: dropped.
     sc.send("w0", agq_frame(psr, MAC["w0"], MAC["w1"], IP["w0"], IP["w1"]), 0)
-    cases.append(Case("agq_ps_fallback", "agq", AGQ_CONFIG, sc.steps))
+    cases.append(case("agq_ps_fallback", sc.steps))
 
     # Two jobs (row 5 of job 1, slot 20; job 2 slot 4): interleaved
     # contributions to the same slot numbers; each RESULT holds its own job's
     # values, goes to its own job's workers with that job's worker ids.
-    sc = _Scenario()
+    sc = _Scenario(lanes)
     a, b, c, d = _vals(50, 31), _vals(51, 31), _vals(52, 15), _vals(53, 15)
     sc.send("w0", _data("w0", 1, 0, 20, 9, 32, a), 0)
     sc.send("w1", _data("w1", 2, 0, 20 % 16, 9, 16, c), 0)
     sc.send("w1", _data("w1", 1, 1, 20, 9, 32, b), 2)
     sc.send("w0", _data("w0", 2, 1, 20 % 16, 9, 16, d), 2)
-    cases.append(Case("agq_two_jobs_isolated", "agq", AGQ_CONFIG, sc.steps))
+    cases.append(case("agq_two_jobs_isolated", sc.steps))
 
     # Unknown job, bad worker and other invalid packets (row 6, slot 24):
     # each dropped without touching state, so the reduction after them is
     # exact.
-    sc = _Scenario()
+    sc = _Scenario(lanes)
     a, b = _vals(60, 31), _vals(61, 31)
     invalid = [
         ("w0", _data("w0", 9, 0, 24, 5, 32, a)),                      # unknown job
@@ -344,26 +366,27 @@ def agq_cases() -> list[Case]:
         ("w0", _data("w0", 1, 0, 24, 5, 18, a)),                      # width not a multiple of 4
         ("w0", _data("w0", 1, 0, 24, 5, 36, a)),                      # width > 32
         ("w0", _data("w0", 1, 0, 24, 5, 32, a, ver=2)),               # malformed: version
-        ("w0", _data("w0", 1, 0, 24, 5, 32, a, n_lanes=16)),          # malformed: lanes
+        ("w0", _data("w0", 1, 0, 24, 5, 32, _vals(62, 31, 48 - lanes))),  # malformed: the other lane profile
         ("w0", _data("w0", 1, 0, 24, 5, 32, a, type=RESULT)),         # malformed: a RESULT from a worker
     ]
     for role, fr in invalid:
         sc.send(role, fr, 0)
     sc.send("w0", _data("w0", 1, 0, 24, 5, 32, a), 0)
     sc.send("w1", _data("w1", 1, 1, 24, 5, 32, b), 2)
-    cases.append(Case("agq_unknown_job_bad_worker_dropped", "agq", AGQ_CONFIG, sc.steps))
+    cases.append(case("agq_unknown_job_bad_worker_dropped", sc.steps))
     return cases
 
 
 def all_cases() -> list[Case]:
-    return classic_cases() + agq_cases()
+    return classic_cases() + [c for lanes in PROFILES for c in agq_cases(lanes)]
 
 
 if __name__ == "__main__":
     # python3 tests/ptf_suite/cases.py DIR: the suite's configs as files, for
     # p4src/bfrt/setup_agq.py (agq) and for reference (classic).
     out = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
-    (out / "agq_suite.toml").write_text(AGQ_CONFIG)
+    (out / "agq_suite.toml").write_text(agq_config(32))
+    (out / "agq_suite_l16.toml").write_text(agq_config(16))     # Tofino 1 (AGQ_TARGET=tofino)
     (out / "classic_suite.toml").write_text(CLASSIC_CONFIG)
-    print(f"wrote {out}/agq_suite.toml, {out}/classic_suite.toml; cases: "
+    print(f"wrote {out}/agq_suite.toml, {out}/agq_suite_l16.toml, {out}/classic_suite.toml; cases: "
           + ", ".join(c.name for c in all_cases()))

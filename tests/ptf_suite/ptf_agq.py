@@ -2,11 +2,16 @@
 ptf against tofino-model or a Tofino with the SDE.
 
     # agq program (p4src/agq/agq.p4, either target), installed with
-    # p4src/bfrt/setup_agq.py from a config whose ports are the roles' ports
-    # (see p4src/README.md):
+    # p4src/bfrt/setup_agq.py from the suite's config of the target's lane
+    # profile (python3 tests/ptf_suite/cases.py DIR writes agq_suite.toml,
+    # 32 lanes, and agq_suite_l16.toml, 16 lanes; its ports are the roles'
+    # ports, see p4src/README.md):
     sudo ptf --test-dir tests/ptf_suite --pypath tests/ptf_suite --pypath p4src/bfrt \\
         --interface 0@veth1 --interface 1@veth3 --interface 2@veth5 --interface 3@veth7 \\
         --test-params "pipeline='agq';target='tofino2';ports='ps=0,w0=1,w1=2,h=3';grpc='localhost:50052'" ptf_agq
+    # Tofino 1 (the 16-lane build, setup with AGQ_TARGET=tofino and
+    # agq_suite_l16.toml): target='tofino' runs the *_l16 cases. A Tofino 2
+    # build loaded with agq_suite_l16.toml runs them with lanes='16'.
 
     # classic = the published AGQ program on its own ports (160 PS, 176 worker):
     ... --test-params "pipeline='classic';ports='ps=160,w0=176,w1=184,h=168'" ptf_agq
@@ -44,7 +49,10 @@ def _params():
         if "=" in kv:
             role, port = kv.split("=")
             pm[role.strip()] = int(port)
-    return pm, str(params.get("pipeline", "agq")), str(params.get("target", "tofino2")), params.get("grpc")
+    target = str(params.get("target", "tofino2"))
+    # The lane profile of the installed config: the build's lanes per pass by default.
+    lanes = int(params.get("lanes", setup_agq.TARGETS[target] if setup_agq else 32))
+    return pm, str(params.get("pipeline", "agq")), target, params.get("grpc"), lanes
 
 
 def clear_registers(grpc_addr: str, target: str) -> None:
@@ -70,9 +78,11 @@ class _SuiteCase(BaseTest):
         self.dataplane.flush()
 
     def runTest(self):
-        pm, pipeline, target, grpc = _params()
+        pm, pipeline, target, grpc, lanes = _params()
         if self.case.pipeline != pipeline:
             self.skipTest(f"case for the {self.case.pipeline} pipeline; target runs {pipeline}")
+        if pipeline == "agq" and self.case.lanes != lanes:
+            self.skipTest(f"case for {self.case.lanes}-lane jobs; the installed config has {lanes}")
         if pipeline == "agq" and grpc:
             clear_registers(str(grpc), target)
         for st in self.case.steps:
