@@ -276,12 +276,14 @@ struct AllreduceEngine::Impl {
     EngineStats& es = e.stats_;
     if (!es.min_rtt_ns || x < es.min_rtt_ns) es.min_rtt_ns = x;
     ++es.rtt_samples;
-    // The recent peak, every sample (slow decay, ~4096 samples): the RTO's
-    // floor. srtt/rttvar below filter the far samples out (they are mostly
-    // another worker's loss), but a deep window on a loaded host has real
-    // round trips of tens of ms, and an RTO below them retransmits every
-    // sequence that waits in the queue.
-    st.peak = std::max(x, st.peak - st.peak / 4096);
+    // The recent peak of the accepted samples (slow decay, ~4096 samples):
+    // the RTO's floor. A deep window on a loaded host has real round trips
+    // of tens of ms, and an RTO below them retransmits every sequence that
+    // waits in the queue; those come in runs and pass the filter below. The
+    // outliers it drops (a peer's loss and recovery) must not feed the peak
+    // either: at 10% loss they did (peak ~1 s), which held the RTO at 4x its
+    // base and every timer recovery waited that long.
+    st.peak -= st.peak / 4096;
     // A RESULT completes when the slowest worker's DATA arrived: a sample
     // far above srtt is usually another worker's loss and retransmission,
     // not our path. Counting those would feed the RTO with the RTO (at 10%
@@ -290,6 +292,7 @@ struct AllreduceEngine::Impl {
       st.rto = rto_of(st);
     } else {
       st.outliers = 0;
+      st.peak = std::max(st.peak, x);
       if (!st.samples) {
         st.srtt = x;
         st.rttvar = x / 2;
@@ -599,13 +602,23 @@ bool AllreduceEngine::retransmit(uint32_t li, uint32_t s, uint64_t now_ns, Resen
   // a peer's own recovery would be marked again and again.
   if (why == Resend::Lost) sl.marked = true;
   const uint64_t base = m.base_rto(lw);
+  // RESULTs flowing (another sequence completed within half an RTO): every
+  // worker is alive and the path delivers, so this one was lost again (or
+  // waits for a peer's own recovery), not stalled: the back-off stops at 4
+  // RTOs. Beyond that it is for quiet spells (a descheduled peer, a dead
+  // worker, a switch gone), which the timer scan already limits to one
+  // probing slot; at 10% loss (PS fallback: four lossy hops per use)
+  // doubling up to the cap stretched single sequences to seconds and up to
+  // the retry limit.
+  const bool flowing = got_reply_ && now_ns - last_result_ns_ <= base / 2;
+  const uint64_t cap = flowing ? std::min(4 * base, cfg_.tuning.rto_max_ns) : cfg_.tuning.rto_max_ns;
   uint64_t next;
   if (why != Resend::Timer)
     next = std::min(m.short_rto(lw), base);
   else if (sl.rto < base)
     next = std::min(sl.rto * 2, base);
   else
-    next = std::min(std::max(sl.rto, base) * 2, cfg_.tuning.rto_max_ns);
+    next = std::max(std::min(sl.rto * 2, cap), base);
   m.arm(sl, now_ns, next);
   return true;
 }
