@@ -930,7 +930,13 @@ unsigned AllreduceEngine::tick(uint64_t now_ns, bool timers) {
         // delivers, RACK would have found it; it waits for a slow peer (or
         // is in the tail, which the probe covers). Results flowing from a
         // peer that is merely slow must not make every such sequence resend.
-        const bool waiting = !redo_all && sl.tries == 0 && lw.lanes[m.lane_of[s]].rack_seq < sl.send_seq;
+        // The wait is bounded (4 base RTOs from its transmission): a
+        // sequence that waits may be the very contribution another
+        // process's probing sequence needs (results coming only from the
+        // PS fallback do not advance RACK), and two processes must never
+        // wait on each other until max_retries.
+        const bool waiting = !redo_all && sl.tries == 0 && lw.lanes[m.lane_of[s]].rack_seq < sl.send_seq &&
+                             now_ns - sl.sent_ns < 4 * m.base_rto(lw);
         if ((quiet || waiting) && s != probe) {
           m.arm(sl, now_ns, m.base_rto(lw));
           continue;
