@@ -334,17 +334,39 @@ void AgqFastProgram::forward(tna::BurstPacket& p, Meta& m) {
 }
 
 // ---- egress_worker_t (job_id, rid): a replica's destination and worker_id.
-void AgqFastProgram::egress(std::span<uint8_t> bytes, tna::PortId /*egress_port*/, uint16_t rid) {
+void AgqFastProgram::egress(std::span<uint8_t> bytes, tna::PortId egress_port, uint16_t rid) {
+  uint8_t* out = bytes.data();
+  const tna::Replica r{egress_port, rid};
+  egress_replicas(bytes.data(), uint16_t(bytes.size()), &r, &out, 1);
+}
+
+// The group at once: the RESULT's header is found, its job looked up and
+// the IPv4 checksum's unchanging part summed once; each replica is then a
+// copy plus 13 bytes (destination MAC and IPv4, checksum, worker_id).
+void AgqFastProgram::egress_replicas(const uint8_t* src, uint16_t len, const tna::Replica* reps,
+                                     uint8_t* const* out, unsigned n) {
   AgqFrame f;
-  if (!locate_agq(bytes.data(), bytes.size(), f)) return;  // floods and other traffic pass unchanged
-  uint8_t* h = bytes.data() + f.agq;
-  if ((h[kVerType] & 0x0F) != uint8_t(AgqType::Result) || rid >= kMaxWorkers) return;
-  const JobEntry* j = job_of(load_be16(h + kJobId));
-  if (!j || !j->worker[rid].hit) return;
-  const WorkerAction& w = j->worker[rid];
-  set_dst_mac(bytes.data(), w.mac);
-  ipv4_replace32(bytes.data() + f.l3, kIpDst, w.ipv4);
-  h[kWorkerId] = uint8_t(rid);
+  const JobEntry* j = nullptr;
+  if (locate_agq(src, len, f) && (src[f.agq + kVerType] & 0x0F) == uint8_t(AgqType::Result))
+    j = job_of(load_be16(src + f.agq + kJobId));
+  if (!j) {  // floods and other traffic pass unchanged
+    for (unsigned i = 0; i < n; ++i)
+      if (out[i] != src) copy_frame(out[i], src, len);
+    return;
+  }
+  // Read before the loop: out[n-1] may be src itself.
+  const uint32_t sum = ipv4_sum_without(src + f.l3, kIpDst);
+  for (unsigned i = 0; i < n; ++i) {
+    uint8_t* d = out[i];
+    if (d != src) copy_frame(d, src, len);
+    const uint16_t rid = reps[i].rid;
+    if (rid >= kMaxWorkers || !j->worker[rid].hit) continue;
+    const WorkerAction& w = j->worker[rid];
+    set_dst_mac(d, w.mac);
+    proto::store_be16(d + f.l3 + kIpChecksum, ipv4_checksum_with(sum, w.ipv4));
+    proto::store_be32(d + f.l3 + kIpDst, w.ipv4);
+    d[f.agq + kWorkerId] = uint8_t(rid);
+  }
 }
 
 // docs/PROTOCOL.md §10: (job_id + (slot >> row_shift)) & 0xFFF for a DATA of

@@ -69,6 +69,8 @@ class AgqFastProgram final : public AgqSwitchProgram {
   uint32_t shard_of(std::span<const uint8_t> bytes) const override;
   bool has_egress() const override { return true; }
   void egress(std::span<uint8_t> bytes, tna::PortId egress_port, uint16_t rid) override;
+  void egress_replicas(const uint8_t* src, uint16_t len, const tna::Replica* reps, uint8_t* const* out,
+                       unsigned n) override;
 
   void visit_counters(const tna::CounterVisitor& visit) const override;
   void clear_counters() override;
