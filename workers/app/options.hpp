@@ -24,6 +24,7 @@ struct Options {
   double margin = 2.0;
   double rto_ms = 20.0;
   double rto_min_ms = 5.0;
+  double reo_min_us = 200.0;  // AllreduceTuning::reo_min_ns
   double rto_max_ms = 640.0;
   std::string verify = "all";     // agq: all | sample:K | off
   uint32_t verify_every = 1;      // parsed --verify
@@ -41,6 +42,7 @@ struct Options {
   double retry_ms = 1000.0;
   double progress_s = 1.0;        // 0: no progress lines
   unsigned idle_sleep_us = 50;    // 0: busy-poll
+  unsigned idle_polls = 256;      // empty poll rounds before the first idle sleep
   bool json = false;
   std::string output;             // PS: dequantized aggregate as .npy
   unsigned max_print = 10;
