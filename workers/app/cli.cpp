@@ -97,7 +97,6 @@ int parse_options(int argc, char** argv, Options& o) {
       ->capture_default_str();
   app.add_option("--progress", o.progress_s, "seconds between progress lines on stderr (0: none)")
       ->capture_default_str();
-  app.add_option("--idle-polls", o.idle_polls, "empty poll rounds before sleeping")->capture_default_str();
   app.add_option("--idle-sleep-us", o.idle_sleep_us, "sleep when a poll finds nothing to do (0: busy-poll)")
       ->capture_default_str();
   app.add_flag("--json", o.json, "print the final summary as one JSON object on stdout");

@@ -42,7 +42,6 @@ struct Options {
   double retry_ms = 1000.0;
   double progress_s = 1.0;        // 0: no progress lines
   unsigned idle_sleep_us = 50;    // 0: busy-poll
-  unsigned idle_polls = 256;      // empty poll rounds before the first idle sleep
   bool json = false;
   std::string output;             // PS: dequantized aggregate as .npy
   unsigned max_print = 10;

@@ -133,7 +133,7 @@ void agq_worker_loop(Process& pr, Part& me) {
   AgqWorkerEngine& eng = me.eng;
   MbufFrameIo& io = *me.io;
   const bool main_part = me.j == 0, single = pr.parts.size() == 1;
-  dataplane::IdleBackoff idle(o.idle_sleep_us, o.idle_polls);
+  dataplane::IdleBackoff idle(o.idle_sleep_us);
   Progress progress;
   const uint64_t period = main_part ? uint64_t(o.progress_s * 1e9) : 0;
   uint64_t next_progress = now_ns() + period;
