@@ -14,6 +14,7 @@
 #include <rte_prefetch.h>
 #include <rte_ring.h>
 
+#include "app/link_watch.hpp"
 #include "app/mbuf_frame_io.hpp"
 #include "app/poll_loop.hpp"
 #include "dataplane/idle_backoff.hpp"
@@ -78,12 +79,17 @@ struct Part {
   AgqWorkerEngine eng;
   rte_ring* ring = nullptr;
   uint64_t handed_off = 0;
+  uint64_t handoff_drops = 0;  // the owner's ring was full: dropped as if lost (its timers recover)
+  uint64_t port_restarts = 0, failed_restarts = 0;  // lcore 0 restarts ports
 };
 
 struct Process {
   std::vector<std::unique_ptr<Part>> parts;
   Ports* ports = nullptr;
   const Options* o = nullptr;
+  // Several lcores: lcore 0 restarts a port whose link stays down, the
+  // others kept off it (app/link_watch.hpp).
+  std::unique_ptr<PortGate> gate;
   std::atomic<unsigned> finished{0};
   std::atomic<bool> failed{false};
   // The main lcore's view of the job (round 0's start to its end): process
@@ -125,8 +131,9 @@ unsigned owner_of(Part& me, const Process& pr, rte_mbuf* m) {
 // The agq worker's poll loop on the mbuf io, one per lcore: rx drained
 // first (bursts, prefetch, a RESULT adopted as its slot's next DATA, the
 // rest freed in bulk), then the engine's sends and timers, tx bursts, link
-// watch. A part that is done keeps serving its queue (hand-offs to the
-// others) until every part is done or one failed.
+// watch (every lcore's engine sees the link go down and come back; lcore 0
+// restarts the port). A part that is done keeps serving its queue
+// (hand-offs to the others) until every part is done or one failed.
 void agq_worker_loop(Process& pr, Part& me) {
   Ports& ports = *pr.ports;
   const Options& o = *pr.o;
@@ -137,7 +144,17 @@ void agq_worker_loop(Process& pr, Part& me) {
   Progress progress;
   const uint64_t period = main_part ? uint64_t(o.progress_s * 1e9) : 0;
   uint64_t next_progress = now_ns() + period;
-  LinkWatch links(ports, io, single);
+  if (pr.gate) pr.gate->online(me.j);
+  LinkWatch links = single ? LinkWatch(ports, true) : LinkWatch(ports, *pr.gate, me.j);
+  auto on_link = [&](uint16_t p, bool u) {
+    io.set_link(p, u);
+    const uint64_t t = now_ns();
+    eng.on_link(u, t);
+    if (main_part)
+      std::fprintf(stderr, "[worker] link %s on %s: %s\n", u ? "up" : "DOWN", ports.names()[p].c_str(),
+                   u ? "resending every sequence in flight (every lcore)"
+                     : "retransmission timers keep counting; restarting the port every 500 ms");
+  };
   progress.line("worker", eng.counters(), eng.elements_done(), eng.outstanding(), now_ns());
   if (main_part) {
     std::string names;
@@ -154,7 +171,8 @@ void agq_worker_loop(Process& pr, Part& me) {
     unsigned work = 0;
     bool drained = true;  // every rx queue came back short: no RESULT sits unread
     for (uint16_t p = 0; p < ports.count(); ++p)
-      work += drain_rx(
+      if (links.up(p))
+        work += drain_rx(
           ports, p, uint16_t(me.queue),
           [&](rte_mbuf* x) {
             const unsigned owner = owner_of(me, pr, x);
@@ -162,8 +180,10 @@ void agq_worker_loop(Process& pr, Part& me) {
               keep_or_free(io, x, eng.on_frame(p, bytes_of(x), now));
             else if (rte_ring_enqueue(pr.parts[owner]->ring, x) == 0)
               ++me.handed_off;  // the owner's ring (PROTOCOL.md §10's hand-off)
-            else
-              io.release(x);  // full: as lost; the owner's timers recover
+            else {
+              ++me.handoff_drops;  // full: as lost, never a wait; the owner's timers recover
+              io.release(x);
+            }
           },
           drained);
     if (me.ring) {
@@ -186,12 +206,7 @@ void agq_worker_loop(Process& pr, Part& me) {
       counted = true;
       pr.finished.fetch_add(1, std::memory_order_acq_rel);
     }
-    links.poll(now, [&](uint16_t p, bool u) {
-      eng.on_link(u, now);
-      if (main_part)
-        std::fprintf(stderr, "[worker] link %s on %s: %s\n", u ? "up" : "DOWN", ports.names()[p].c_str(),
-                     u ? "resending every sequence in flight" : "retransmission timers keep counting");
-    });
+    links.poll(now, on_link);  // after the iteration's last port access (a quiescent state)
     if (period && now >= next_progress) {
       std::fprintf(stderr, "%s\n", progress.line("worker", eng.counters(), eng.elements_done(), eng.outstanding(), now).c_str());
       next_progress = now + period;
@@ -205,8 +220,12 @@ void agq_worker_loop(Process& pr, Part& me) {
       ++pr.sleeps;
     if (main_part && counted && !pr.cpu_end_ns) pr.cpu_end_ns = process_cpu_ns();
   }
+  links.poll(now_ns(), on_link);  // ports lcore 0 closed meanwhile are left alone
   for (int i = 0; i < 100 && io.flush(); ++i) {
   }
+  me.port_restarts = links.restarts();
+  me.failed_restarts = links.failed_restarts();
+  if (pr.gate) pr.gate->offline(me.j);
 }
 
 int part_main(void* arg) {
@@ -276,6 +295,13 @@ int run_agq_worker(const Options& o, Ports& ports) {
   Process pr;
   pr.ports = &ports;
   pr.o = &o;
+  if (L > 1) {
+    pr.gate = std::make_unique<PortGate>(L, ports.count());
+    if (!pr.gate->ok()) {
+      std::fprintf(stderr, "agq-worker: cannot create the port gate (rte_rcu_qsbr) for %u lcores\n", L);
+      return 2;
+    }
+  }
   for (unsigned j = 0; j < L; ++j) {
     auto part = std::make_unique<Part>();
     part->j = part->queue = j;
@@ -343,7 +369,22 @@ int run_agq_worker(const Options& o, Ports& ports) {
     elements_done += e.elements_done();
     if (!failed && e.failed()) failed = &e;
   }
-  for (auto& p : pr.parts) handoff += p->handed_off;
+  uint64_t handoff_drops = 0, port_restarts = 0, failed_restarts = 0;
+  std::string downs = "[", restarts_seen = "[";
+  for (auto& p : pr.parts) {
+    handoff += p->handed_off;
+    handoff_drops += p->handoff_drops;
+    port_restarts += p->port_restarts;
+    failed_restarts += p->failed_restarts;
+    if (p->j) {  // piecewise: GCC 12's -Wrestrict false positive on "lit" + string
+      downs += ',';
+      restarts_seen += ',';
+    }
+    downs += std::to_string(p->eng.engine_stats().link_downs);
+    restarts_seen += std::to_string(p->eng.engine_stats().switch_restarts);
+  }
+  downs += "]";
+  restarts_seen += "]";
   // Throughput from the first DATA to the last RESULT: start-up and linger excluded.
   // (from round 0's start, after the barrier op every worker had to reach)
   const double secs = last > start ? double(last - start) * 1e-9 : 0.0;
@@ -376,7 +417,7 @@ int run_agq_worker(const Options& o, Ports& ports) {
             .num("rounds", uint64_t(o.agq.rounds)).num("chunks", o.agq.chunks())
             .num("rounds_done", s.rounds_done).num("seconds", secs).num("elements_done", elements_done)
             .raw("process", process_json(pr))
-            .num("lcores", uint64_t(pr.parts.size())).num("handed_off", handoff)
+            .num("lcores", uint64_t(pr.parts.size())).num("handed_off", handoff).num("handoff_drops", handoff_drops)
             .num("elements_per_s", eps).num("results", s.results).str("verify", o.verify)
             .num("checked", s.checked).num("exact", s.exact)
             .num("mismatches", s.mismatches).num("bad_header", s.bad_header).num("fallbacks", s.fallbacks)
@@ -416,6 +457,10 @@ int run_agq_worker(const Options& o, Ports& ports) {
                                                                .num("p100", es.last_op_progress_ns[3] * 1e-6)
                                                                .done())
                                .done())
+            .raw("link", Json()
+                             .num("port_restarts", port_restarts).num("failed_restarts", failed_restarts)
+                             .raw("downs_per_lcore", downs).raw("switch_restarts_per_lcore", restarts_seen)
+                             .done())
             .raw("counters", counters_json(c))
             .done()
             .c_str());
@@ -462,13 +507,22 @@ int run_agq_ps(const Options& o, Ports& ports) {
   // The agq PS serves until it is stopped: SIGINT/SIGTERM is its normal end.
   const AgqPsStats& s = eng.stats();
   const Counters& c = eng.counters();
+  // Where the switch's frames came in: one count per ring of port 0 (the
+  // switch's lcore i sends on ring i).
+  std::string rxq = "[";
+  if (ports.count())
+    for (uint64_t n : ports.rx_per_queue(0)) {
+      if (rxq.size() > 1) rxq += ',';
+      rxq += std::to_string(n);
+    }
+  rxq += ']';
   if (o.json) {
     std::printf("%s\n", Json()
                             .str("role", "ps").str("protocol", "agq").str("status", "ok")
                             .num("job_id", uint64_t(o.agq.job_id)).num("fallback_data", s.fallback_data)
                             .num("sequences", s.sequences).num("ps_results", s.ps_results).num("resent", s.resent)
                             .num("duplicates", s.duplicates).num("relayed", s.relayed).num("overflow", s.overflow)
-                            .num("bad", s.bad).raw("counters", counters_json(c))
+                            .num("bad", s.bad).raw("rx_per_queue", rxq).raw("counters", counters_json(c))
                             .done().c_str());
   } else {
     std::printf("ps: job %u: %llu fallback contributions -> %llu sequences summed, %llu PS_RESULTs resent, "
