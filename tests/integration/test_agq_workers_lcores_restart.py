@@ -15,7 +15,9 @@
   (sequences one worker completed cannot be redone), every worker fails
   within a bounded time saying that the switch restarted;
 - `kill -9` of the switch and no restart: every worker fails within a
-  bounded time saying that the link to the switch is down.
+  bounded time saying that the link to the switch is down;
+- a RESULT handed from one worker lcore to another through a full rte_ring
+  is dropped and counted, never waited for, and recovered.
 Multi-process: runs in the Release pass only (its file name says "workers")."""
 import json
 import re
@@ -134,6 +136,27 @@ def test_ps_polls_every_ring(procs, tmp_path):
     assert len(p["rx_per_queue"]) == 2, p
     assert all(n > 0 for n in p["rx_per_queue"]), f"a ring of the PS got nothing: {p}"
     assert sum(p["rx_per_queue"]) == p["counters"]["rx_pkts"], p
+
+
+def test_full_handoff_ring_is_a_counted_loss(procs, tmp_path):
+    """The PS's answers reach the workers through switch lcore 0, so the
+    RESULTs of lcore 1's slots arrive on the workers' lcore 0 and are handed
+    to lcore 1 through its rte_ring. A ring of 4 entries overflows: the
+    frame is dropped and counted (never a wait), the owner's retransmission
+    recovers it, and the job is exact."""
+    rig = Rig(procs, tmp_path)
+    rig.start_switch()
+    ps = rig.ps()
+    rounds = 3
+    ws = [rig.worker(w, ["--elements", 32 * 3000, "--rounds", rounds, "--reply-timeout", "20", "--handoff-ring", 4])
+          for w in range(2)]
+    for w in ws:
+        assert w.wait(150) == 0, w.output()[-3000:]
+    assert_exact(rig, ws, rounds)
+    s = [summary(w) for w in ws]
+    assert all(x["handed_off"] > 0 for x in s), s
+    assert sum(x["handoff_drops"] for x in s) > 0, "the ring never overflowed: the test tests nothing"
+    assert ps.stop(signal.SIGINT, 10) == 0, ps.output()[-2000:]
 
 
 def run_until_flowing(rig, job):

@@ -318,7 +318,7 @@ int run_agq_worker(const Options& o, Ports& ports) {
     }
     if (L > 1) {
       const std::string name = "agqw_handoff" + std::to_string(j);
-      part->ring = rte_ring_create(name.c_str(), 4096, int(rte_socket_id()), RING_F_SC_DEQ);
+      part->ring = rte_ring_create(name.c_str(), o.handoff_ring, int(rte_socket_id()), RING_F_SC_DEQ);
       if (!part->ring) {
         std::fprintf(stderr, "agq-worker: cannot create the hand-off ring %s\n", name.c_str());
         return 2;
