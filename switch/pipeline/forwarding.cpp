@@ -103,6 +103,31 @@ std::size_t Forwarding::expire(std::span<const uint64_t> keys) {
   return n;
 }
 
+std::vector<std::pair<uint64_t, tna::PortId>> Forwarding::expire_idle(std::span<const uint64_t> keys,
+                                                                        uint64_t now_ns) {
+  std::vector<std::pair<uint64_t, tna::PortId>> kept;
+  std::size_t n = 0;
+  for (uint64_t k : keys) {
+    const MacEntry* e = dmac_.find(k);
+    if (!e || e->is_static) continue;
+    // idle_learned()'s rule: an entry stamped at or after `now` is fresh.
+    if (cfg_.ageing_ns != 0 && now_ns > e->last_seen_ns && now_ns - e->last_seen_ns > cfg_.ageing_ns) {
+      n += dmac_.erase(k);
+    } else {
+      kept.emplace_back(k, e->port);
+    }
+  }
+  c_.aged += n;
+  return kept;
+}
+
+bool Forwarding::restore_learned(uint64_t key, tna::PortId port, uint64_t now_ns) {
+  if (is_group(key) || port == tna::kNoPort || dmac_.find(key)) return false;
+  if (!dmac_.insert(key, MacEntry{port, false, now_ns})) return false;
+  if (c_.aged) --c_.aged;
+  return true;
+}
+
 std::size_t Forwarding::age_out(uint64_t now_ns) { return expire(idle_learned(now_ns)); }
 
 bool Forwarding::is_table_counter(std::string_view name) {

@@ -104,6 +104,20 @@ class Forwarding {
   // Removes the learned entries among `keys` (static ones stay); returns
   // how many and counts them in fwd_aged.
   std::size_t expire(std::span<const uint64_t> keys);
+  // One instance's part of ControlPlane::age_macs, race-free: removes the
+  // learned entries among `keys` (collected at `now_ns` by idle_learned on
+  // every instance) that are *still* idle at `now_ns` here, the check and
+  // the removal in one step on this instance's lcore, and counts them in
+  // fwd_aged. A station whose packet refreshed it since the keys were
+  // collected keeps its entry; those entries (key, port) are returned, and
+  // the control plane puts them back into the instances that removed them
+  // (restore_learned), so the tables stay equal and a station that never
+  // stopped talking is neither aged nor learned again.
+  std::vector<std::pair<uint64_t, tna::PortId>> expire_idle(std::span<const uint64_t> keys, uint64_t now_ns);
+  // Puts back an entry expire_idle removed here but another instance kept:
+  // a learned entry stamped `now_ns`, not counted in fwd_learned, its count
+  // in fwd_aged given back. False (nothing changes) if the MAC is present.
+  bool restore_learned(uint64_t key, tna::PortId port, uint64_t now_ns);
   // Counters of table state every instance holds alike, because the control
   // plane applies the change to every instance (installed digests:
   // fwd_learned, fwd_moved; fwd_aged; table sizes). A sum over instances
