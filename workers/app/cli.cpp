@@ -52,6 +52,10 @@ int parse_options(int argc, char** argv, Options& o) {
                  "agq: floor of the RTO's variance term (RTO = srtt + max(4 rttvar, this))")
       ->capture_default_str();
   app.add_option("--rto-max-ms", o.rto_max_ms, "agq: retransmission timeout cap")->capture_default_str();
+  app.add_option("--reo-min-us", o.reo_min_us,
+                 "agq: floor of RACK's reorder window (a sequence overtaken by a later one on its switch lcore "
+                 "is resent after this); 0 = no loss detection by order")
+      ->capture_default_str();
   app.add_option("--verify", o.verify,
                  "agq: check results against the scalar reference: all | sample:K (one chunk in K) | off")
       ->capture_default_str();
@@ -116,7 +120,7 @@ int parse_options(int argc, char** argv, Options& o) {
   static const char* const kClassicOnly[] = {"--slot-base", "--seqs-per-agg", "--range", "--join", "--fresh-switch",
                                              "--retry-ms", "--stall-timeout"};
   static const char* const kAgqOnly[] = {"--slots", "--rows", "--rounds", "--init-width", "--init-scale",
-                                         "--error-budget", "--margin", "--rto-ms", "--rto-min-ms", "--rto-max-ms",
+                                         "--error-budget", "--margin", "--rto-ms", "--rto-min-ms", "--rto-max-ms", "--reo-min-us",
                                          "--max-retries", "--verify", "--lanes", "--switch-ctl", "--job", "--job-file",
                                          "--switch-lcores", "--handoff-ring"};
   const std::vector<const char*> other = protocol == "agq"

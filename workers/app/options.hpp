@@ -24,6 +24,7 @@ struct Options {
   double margin = 2.0;
   double rto_ms = 20.0;
   double rto_min_ms = 5.0;
+  double reo_min_us = 200.0;  // AllreduceTuning::reo_min_ns
   double rto_max_ms = 640.0;
   std::string verify = "all";     // agq: all | sample:K | off
   uint32_t verify_every = 1;      // parsed --verify

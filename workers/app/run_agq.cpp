@@ -6,6 +6,8 @@
 #include <cstring>
 #include <memory>
 
+#include <sys/resource.h>
+
 #include <rte_lcore.h>
 #include <rte_launch.h>
 #include <rte_mbuf.h>
@@ -29,6 +31,19 @@ std::string hist_json(const std::array<uint64_t, 9>& h) {
   Json j;
   for (int i = 1; i <= 8; ++i)
     if (h[i]) j.num(std::to_string(4 * i).c_str(), h[i]);
+  return j.done();
+}
+
+// The engine's recovered uses by cause: count, mean and longest ms.
+std::string recovered_json(const EngineStats& es) {
+  static const char* const kWhy[3] = {"rack", "probe", "timer"};
+  Json j;
+  for (size_t k = 0; k < 3; ++k)
+    j.raw(kWhy[k], Json()
+                       .num("uses", es.recovered[k])
+                       .num("mean_ms", es.recovered[k] ? double(es.recovered_ns[k]) / double(es.recovered[k]) * 1e-6 : 0.0)
+                       .num("max_ms", double(es.recovered_max_ns[k]) * 1e-6)
+                       .done());
   return j.done();
 }
 
@@ -77,7 +92,30 @@ struct Process {
   std::unique_ptr<PortGate> gate;
   std::atomic<unsigned> finished{0};
   std::atomic<bool> failed{false};
+  // The main lcore's view of the job (round 0's start to its end): process
+  // CPU time, poll rounds, empty ones, idle sleeps -- whether the job was
+  // CPU-bound or waited (several processes share a core on small hosts).
+  uint64_t cpu_start_ns = 0, cpu_end_ns = 0, polls = 0, empty_polls = 0, sleeps = 0;
 };
+
+// The job's CPU time and poll loop figures (Process), and the whole
+// process's context switches (getrusage).
+std::string process_json(const Process& pr) {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return Json()
+      .num("job_cpu_s", pr.cpu_end_ns > pr.cpu_start_ns ? double(pr.cpu_end_ns - pr.cpu_start_ns) * 1e-9 : 0.0)
+      .num("job_polls", pr.polls).num("job_empty_polls", pr.empty_polls).num("job_sleeps", pr.sleeps)
+      .num("voluntary_switches", uint64_t(ru.ru_nvcsw))
+      .num("involuntary_switches", uint64_t(ru.ru_nivcsw))
+      .done();
+}
+
+uint64_t process_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+}
 
 // A received frame's owner part: RESULTs of another part's slot go to it
 // (a switch lcore that is not the shard's owner, a PS_RESULT); the rest here.
@@ -173,10 +211,14 @@ void agq_worker_loop(Process& pr, Part& me) {
       std::fprintf(stderr, "%s\n", progress.line("worker", eng.counters(), eng.elements_done(), eng.outstanding(), now).c_str());
       next_progress = now + period;
     }
+    const bool in_job = main_part && eng.start_ns() && !counted;
+    if (in_job && !pr.cpu_start_ns) pr.cpu_start_ns = process_cpu_ns();
+    if (in_job) ++pr.polls, pr.empty_polls += !work;
     if (work)
       idle.reset();
-    else
-      idle.idle();
+    else if (idle.idle() && in_job)
+      ++pr.sleeps;
+    if (main_part && counted && !pr.cpu_end_ns) pr.cpu_end_ns = process_cpu_ns();
   }
   links.poll(now_ns(), on_link);  // ports lcore 0 closed meanwhile are left alone
   for (int i = 0; i < 100 && io.flush(); ++i) {
@@ -209,6 +251,7 @@ int run_agq_worker(const Options& o, Ports& ports) {
   cfg.margin = o.margin;
   cfg.rto_ns = uint64_t(o.rto_ms * 1e6);
   cfg.rto_min_ns = uint64_t(o.rto_min_ms * 1e6);
+  cfg.reo_min_ns = uint64_t(o.reo_min_us * 1e3);
   cfg.verify_every = o.verify_every;
   cfg.lanes = uint8_t(o.lanes);
   cfg.rto_max_ns = uint64_t(o.rto_max_ms * 1e6);
@@ -313,6 +356,12 @@ int run_agq_worker(const Options& o, Ports& ports) {
     es.chunks_over_1ms += x.chunks_over_1ms;
     es.chunks_over_5ms += x.chunks_over_5ms;
     es.max_chunk_ns = std::max(es.max_chunk_ns, x.max_chunk_ns);
+    for (size_t k = 0; k < 3; ++k) {
+      es.recovered[k] += x.recovered[k];
+      es.recovered_ns[k] += x.recovered_ns[k];
+      es.recovered_max_ns[k] = std::max(es.recovered_max_ns[k], x.recovered_max_ns[k]);
+    }
+    for (size_t k = 0; k < 4; ++k) es.last_op_progress_ns[k] = std::max(es.last_op_progress_ns[k], x.last_op_progress_ns[k]);
     es.switch_restarts = std::max(es.switch_restarts, x.switch_restarts);
     es.link_downs = std::max(es.link_downs, x.link_downs);
     start = std::min(start, e.start_ns());
@@ -383,6 +432,7 @@ int run_agq_worker(const Options& o, Ports& ports) {
             .num("job_id", uint64_t(o.agq.job_id)).num("workers", uint64_t(o.agq.num_workers))
             .num("rounds", uint64_t(o.agq.rounds)).num("chunks", o.agq.chunks())
             .num("rounds_done", s.rounds_done).num("seconds", secs).num("elements_done", elements_done)
+            .raw("process", process_json(pr))
             .num("lcores", uint64_t(pr.parts.size())).num("handed_off", handoff).num("handoff_drops", handoff_drops)
             .num("elements_per_s", eps).num("results", s.results).str("verify", o.verify)
             .num("checked", s.checked).num("exact", s.exact)
@@ -415,6 +465,13 @@ int run_agq_worker(const Options& o, Ports& ports) {
                                .num("max_chunk_ms", double(es.max_chunk_ns) * 1e-6)
                                .num("switch_restarts", es.switch_restarts).num("link_downs", es.link_downs)
                                .num("epoch", uint64_t(es.epoch))
+                               .raw("recovered", recovered_json(es)).num("lag_at_half", es.lag_at_half)
+                               .raw("last_op_progress_ms", Json()
+                                                               .num("p50", es.last_op_progress_ns[0] * 1e-6)
+                                                               .num("p90", es.last_op_progress_ns[1] * 1e-6)
+                                                               .num("p99", es.last_op_progress_ns[2] * 1e-6)
+                                                               .num("p100", es.last_op_progress_ns[3] * 1e-6)
+                                                               .done())
                                .done())
             .raw("link", Json()
                              .num("port_restarts", port_restarts).num("failed_restarts", failed_restarts)
