@@ -245,6 +245,15 @@ struct EngineStats {
   // recovery makes the slowest ones wait.
   uint64_t chunks_over_1ms = 0, chunks_over_5ms = 0, max_chunk_ns = 0;
   uint16_t epoch = 0;               // last boot epoch seen (0: none yet)
+  // Uses of a slot that needed a retransmission of ours, by the first
+  // resend's cause (0 RACK mark, 1 tail probe, 2 timer): how many, their
+  // total and longest time from first DATA to RESULT.
+  std::array<uint64_t, 3> recovered{}, recovered_ns{}, recovered_max_ns{};
+  // The last op that completed here: time from its submission until 50%,
+  // 90%, 99% and 100% of its chunks (this engine's part) had their result
+  // -- where its time goes: a uniform slow-down or a tail.
+  std::array<uint64_t, 4> last_op_progress_ns{};
+  uint64_t lag_at_half = 0;  // ... and at 50%: uses of the slot furthest ahead - of the one furthest behind
   uint64_t rtt_samples = 0;
   double srtt_ns = 0, rttvar_ns = 0;
   uint64_t rto_ns = 0;              // current base RTO
