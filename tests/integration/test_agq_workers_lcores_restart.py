@@ -17,7 +17,10 @@
 - `kill -9` of the switch and no restart: every worker fails within a
   bounded time saying that the link to the switch is down;
 - a RESULT handed from one worker lcore to another through a full rte_ring
-  is dropped and counted, never waited for, and recovered.
+  is dropped and counted, never waited for, and recovered;
+- `kill -9` of one worker process: the other fails within a bounded time
+  naming the stalled sequences; `agqctl job reset`, and a new pair of
+  processes is exact.
 Multi-process: runs in the Release pass only (its file name says "workers")."""
 import json
 import re
@@ -78,8 +81,8 @@ class Rig:
         assert p.alive(), p.output()
         return p
 
-    def worker(self, w, extra):
-        name = f"w{w}"
+    def worker(self, w, extra, prefix="w"):
+        name = f"{prefix}{w}"
         return self.procs.start(name, [binary("agq-worker"),
                                        *eal_args(f"{self.tag}{name}", "0,1" if w == 0 else "1,0",
                                                  [memif_vdev(0, self.socks[1 + w], "client")], mem_mb=256),
@@ -223,3 +226,32 @@ def test_switch_killed_for_good(procs, tmp_path):
     assert took < 60, f"the workers took {took:.1f} s to give up"
     assert ps.alive(), "the PS serves until it is stopped, switch or not"
     assert ps.stop(signal.SIGINT, 10) == 0, ps.output()[-2000:]
+
+
+def test_dead_worker_process_then_job_reset(procs, tmp_path):
+    """kill -9 of one two-lcore worker process mid-job: the other process
+    (both its lcores waiting on the dead peer) names the stalled sequences
+    and exits 4 within a bounded time; after `agqctl job reset` a new pair
+    of processes is exact, switch and PS untouched."""
+    rig = Rig(procs, tmp_path)
+    rig.start_switch()
+    ps = rig.ps()
+    ws = run_until_flowing(rig, ["--elements", 32 * 4000, "--rounds", 500, "--rto-max-ms", 500,
+                                 "--max-retries", 20, "--reply-timeout", "20"])
+    t0 = time.monotonic()
+    ws[1].popen.send_signal(signal.SIGKILL)
+    rc = ws[0].wait(120)
+    took = time.monotonic() - t0
+    out = ws[0].output()
+    assert rc == 4, out[-3000:]
+    assert "stalled" in out and "slot" in out and "reset the job" in out, out[-3000:]
+    assert took < 60, f"the survivor took {took:.1f} s to give up"
+    r = agqctl(rig.ctl, "job", "reset", str(JOB))
+    assert r.returncode == 0, r.stdout + r.stderr
+    rounds = 3
+    ws = [rig.worker(w, ["--elements", 32 * 3000, "--rounds", rounds, "--reply-timeout", "20"], prefix="again")
+          for w in range(2)]
+    for w in ws:
+        assert w.wait(150) == 0, w.output()[-3000:]
+    assert_exact(rig, ws, rounds)
+    assert ps.alive()

@@ -390,6 +390,22 @@ int run_agq_worker(const Options& o, Ports& ports) {
   // (from round 0's start, after the barrier op every worker had to reach)
   const double secs = last > start ? double(last - start) * 1e-9 : 0.0;
   auto [rc, status] = outcome_of(failed ? *failed : eng, s.mismatches || s.bad_header);
+  if (failed && pr.parts.size() > 1 && !g_stop) {
+    // The message above lists the slots of the lcore that gave up first;
+    // the others stopped with it.
+    std::string others;
+    for (auto& p : pr.parts)
+      if (&p->eng != failed) {
+        if (!others.empty()) others += ", ";
+        others += "lcore " + std::to_string(p->j) + ": " + std::to_string(p->eng.outstanding()) + " in flight";
+      }
+    for (auto& p : pr.parts)
+      if (&p->eng == failed)
+        std::fprintf(stderr,
+                     "agq-worker: that was lcore %u of %zu (the slots of the shards s with s mod %zu == %u); the "
+                     "other lcores stopped with it (%s)\n",
+                     p->j, pr.parts.size(), pr.parts.size(), p->j, others.c_str());
+  }
   if (!o.output.empty() && s.rounds_done == o.agq.rounds) {
     // The last round's aggregate as the job sees it: identical in every worker.
     std::vector<float> agg = eng.aggregate(0);
