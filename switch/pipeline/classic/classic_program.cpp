@@ -124,7 +124,9 @@ struct ClassicProgram::Impl {
   void run(uint8_t* bytes, const FrameView& v, Forwarding& fwd, const tna::IngressIntrinsicMd& md,
            tna::Decision& out);
   // Starts loading the register records an AGQ packet's pass will touch.
-  void prefetch(const uint8_t* bytes, const FrameView& v) const;
+  // Inlined into process_burst's parse pass (a call per packet showed in
+  // the profile on its own).
+  [[gnu::always_inline]] inline void prefetch(const uint8_t* bytes, const FrameView& v) const;
 
   void count(const tna::Decision& d) {
     if (d.kind == tna::Decision::Kind::Drop && d.drop_reason < kDropReasons) ++drops[d.drop_reason];
