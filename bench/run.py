@@ -255,6 +255,7 @@ class Bench:
             "stages": build / "bench" / "bench_worker_stages",
         }
         self.testpmd = shutil.which("dpdk-testpmd")
+        self.worker_extra: list[str] = []  # agq-worker flags of the build being measured (--compare)
         # agq workers' memif rings: 2^11 descriptors. N = 8 puts 4 logical
         # workers x 256 slots = 1024 RESULTs in flight towards one process,
         # exactly the default ring (2^10): a descheduled worker then loses
@@ -285,6 +286,18 @@ class Bench:
     # ---- switch throughput, pcap replay ------------------------------------
     def traffics(self) -> list[str]:
         return [t for t in TRAFFICS if not self.a.traffic or t in self.a.traffic.split(",")]
+
+    def pcap_modes(self) -> list[str]:
+        """--pcap-modes: "1", "steered", "hand-off" (short names of PCAP_MODES)."""
+        if not self.a.pcap_modes:
+            return list(PCAP_MODES)
+        want = self.a.pcap_modes.split(",")
+        return [m for m in PCAP_MODES if m in want or m.removeprefix("2 ") in want]
+
+    def baseline_switch(self) -> Path | None:
+        """--baseline-build: a second agq-switch (e.g. main's) run beside this
+        build's on the same ports, in the same reps (the "baseline" DUT)."""
+        return self.a.baseline_build / "switch" / "agq-switch" if self.a.baseline_build else None
 
     @staticmethod
     def gen_traffic(t: str) -> list:
@@ -326,7 +339,8 @@ class Bench:
         f.write_text(f'[switch]\npipeline = "{pipeline}"\n' + section + extra)
         return f
 
-    def run_pcap_switch(self, traffic: str, mode: str, pcaps: dict, seconds: float) -> float | None:
+    def run_pcap_switch(self, traffic: str, mode: str, pcaps: dict, seconds: float,
+                        binary: Path | None = None) -> float | None:
         pipe = PIPELINES.get(traffic, PIPELINES["classic"])
         # static MACs: stream k's frames go to sink port 2 + k
         macs = ('[[mac]]\nmac = "02:00:00:00:00:02"\nport = 2\n'
@@ -337,7 +351,7 @@ class Bench:
         core = ["-l", "0" if lcores == 1 else "0,1"]
         sock = self.work / "ctl.sock"
         p = self.procs.start(f"switch_pcap_{traffic}_{mode.replace(' ', '_')}",
-                             [self.bin["switch"], *eal(self.procs.prefix("sp"), core, vdevs), "--",
+                             [binary or self.bin["switch"], *eal(self.procs.prefix("sp"), core, vdevs), "--",
                               "--config", cfg, "--ctl-socket", sock, "--idle-sleep-us", "0",
                               "--stats-interval", "1", "--quiet"])
         # Packets that reached a program: rx minus those a full hand-off ring
@@ -389,17 +403,24 @@ class Bench:
         reps = self.a.reps or (1 if self.quick else 3)
         seconds = 3 if self.quick else 5
         runs = []
+        modes = [m for m in PCAP_MODES if m in self.pcap_modes()]
+        base = self.baseline_switch()
         for r in range(reps):
             for traffic in self.traffics():
-                for mode in PCAP_MODES:
-                    # interleaved, alternating order: both see the same machine state
-                    order = ["switch", "testpmd"] if r % 2 == 0 else ["testpmd", "switch"]
+                for mode in modes:
+                    # interleaved, alternating order: every DUT sees the same machine state
+                    order = ["switch", "testpmd"] + (["baseline"] if base else [])
+                    if r % 2:
+                        order.reverse()
                     res = {}
                     for dut in order:
                         self.progress(f"throughput pcap: rep {r + 1}/{reps} {traffic} lcores={mode} {dut}")
-                        fn = self.run_pcap_switch if dut == "switch" else self.run_pcap_testpmd
                         self.last_cpu = None
-                        res[dut] = fn(traffic, mode, pcaps, seconds)
+                        if dut == "testpmd":
+                            res[dut] = self.run_pcap_testpmd(traffic, mode, pcaps, seconds)
+                        else:
+                            res[dut] = self.run_pcap_switch(traffic, mode, pcaps, seconds,
+                                                            base if dut == "baseline" else None)
                         res[dut + "_cpu"] = self.last_cpu
                     runs.append({"rep": r, "traffic": traffic, "lcores": mode, **res})
         return {"seconds_per_run": seconds, "reps": reps, "runs": runs, "summary": summarize(runs),
@@ -589,7 +610,7 @@ class Bench:
                                     str(port), d, str(loss)], capture_output=True, timeout=10)
         args = ["--protocol", "agq", "--job-id", 1, "--workers", n, "--slots", 256, "--rows", 128,
                 "--elements", elements, "--rounds", 1, "--error-budget", "1e-3", "--progress", 0, "--json",
-                "--verify", verify]
+                "--verify", verify, *self.worker_extra]
 
         def proc(name, sock, extra):
             v = f"net_memif0,role=client,id=0,socket={self.work}/m{sock}.sock,socket-abstract=no{self.rsize}"
@@ -619,6 +640,9 @@ class Bench:
                 "fast_retransmissions": sum(w["engine"].get("fast_retransmissions", 0) for w in wj),
                 "tail_probes": sum(w["engine"].get("tail_probes", 0) for w in wj),
                 "spurious_retransmissions": sum(w["engine"].get("spurious_retransmissions", 0) for w in wj),
+                "engine": [w["engine"] for w in wj],
+                "process": [w.get("process", {}) for w in wj],
+                "counters": [w["counters"] for w in wj],
                 "mismatches": sum(w["mismatches"] for w in wj),
                 "avg_granted_bits": wj[0]["memory"]["avg_granted_bits"],
                 "memory_saving_x": wj[0]["memory"]["saving_x"],
@@ -713,6 +737,42 @@ class Bench:
         return {"agq": agq, "agq_pipeline": agqp, "mpi": mpi, "skipped": skipped, "time_budget_s": budget,
                 "workers_built": have_workers, "worker_stages": stages}
 
+    def loss_pairs(self, points: list[tuple[int, int]], builds: list[tuple[str, Path, list[str]]], reps: int) -> dict:
+        """The agq protocol's loss cost only: per repetition, per (N, MB)
+        point and per build (interleaved, so every build sees the same
+        load), one loss-free run and one at 1% loss on every port and
+        direction; the figure is time(1%) / time(0%) of the same pair."""
+        runs = []
+        saved = dict(self.bin)
+        for rep in range(reps):
+            for n, mb in points:
+                for name, bdir, extra in builds:
+                    self.bin["switch"] = bdir / "switch" / "agq-switch"
+                    self.bin["worker"] = bdir / "workers" / "agq-worker"
+                    self.worker_extra = extra
+                    pair = {}
+                    for loss in (0.0, 0.01):
+                        self.progress(f"loss pairs: rep {rep + 1}/{reps} N={n} {mb} MB {name} loss {loss}")
+                        pair[loss] = self.e2e_agq_one(n, mb, "sample:64", loss) or {"status": "failed"}
+                    ok = all(x.get("status") == "ok" for x in pair.values())
+                    runs.append({"build": name, "rep": rep, "workers": n, "mbytes": mb,
+                                 "free": pair[0.0], "lossy": pair[0.01],
+                                 "ratio": pair[0.01]["seconds"] / pair[0.0]["seconds"] if ok else None,
+                                 "loadavg": os.getloadavg()[0]})
+        self.bin = saved
+        self.worker_extra = []
+        summary = []
+        for n, mb in points:
+            for name, _, _ in builds:
+                rs = [r["ratio"] for r in runs if r["build"] == name and (r["workers"], r["mbytes"]) == (n, mb)
+                      and r["ratio"] is not None]
+                fails = sum(1 for r in runs if r["build"] == name and (r["workers"], r["mbytes"]) == (n, mb)
+                            and r["ratio"] is None)
+                summary.append({"build": name, "workers": n, "mbytes": mb, "pairs": len(rs), "failed": fails,
+                                "ratio_median": median(rs) if rs else None,
+                                "ratio_min": min(rs) if rs else None, "ratio_max": max(rs) if rs else None})
+        return {"runs": runs, "summary": summary, "builds": [[n, " ".join([str(b), *e])] for n, b, e in builds]}
+
 
 def n_lcores(lc) -> int:
     """1, 2 or a pcap mode ("2 steered", "2 hand-off") -> lcores."""
@@ -775,6 +835,13 @@ def summarize(runs: list[dict]) -> list[dict]:
                     "cpu_ratio_median": median(cpu_ratios),
                     "cpu_ratio_min": min(cpu_ratios) if cpu_ratios else None,
                     "cpu_ratio_max": max(cpu_ratios) if cpu_ratios else None,
+                    "baseline_mpps": median([r.get("baseline") for r in rs]),
+                    "baseline_ratio_median": median([r["baseline"] / r["testpmd"] for r in rs
+                                                     if r.get("baseline") and r.get("testpmd")]),
+                    "baseline_cpu_ratio_median": median([per_cpu(r, "baseline") / per_cpu(r, "testpmd") for r in rs
+                                                         if per_cpu(r, "baseline") and per_cpu(r, "testpmd")]),
+                    "switch_over_baseline": median([r["switch"] / r["baseline"] for r in rs
+                                                    if r.get("switch") and r.get("baseline")]),
                     "switch_refused": median([r.get("switch_refused") for r in rs]),
                     "testpmd_refused": median([r.get("testpmd_refused") for r in rs]),
                     "switch_mpps_per_lcore": sw / n_lcores(lc) if sw else None,
@@ -874,6 +941,16 @@ def markdown(res: dict) -> str:
                      f"{fmt(s.get('switch_cpu'))} / {fmt(s.get('testpmd_cpu'))} | {fmt(s.get('cpu_ratio_median'), 3)} | "
                      f"{fmt(s.get('cpu_ratio_min'), 3)}–{fmt(s.get('cpu_ratio_max'), 3)} |")
         L.append("")
+        if any(s.get("baseline_mpps") for s in r["summary"]):
+            L += ["Baseline (`--baseline-build`): a second agq-switch binary in the same reps, same ports; "
+                  "ratios are medians over reps.", "",
+                  "| traffic | dataplane lcores | baseline Mpps | baseline / testpmd | per vCPU | "
+                  "this build / baseline |", "|---|---:|---:|---:|---:|---:|"]
+            for s in r["summary"]:
+                L.append(f"| {s['traffic']} | {s['lcores']} | {fmt(s.get('baseline_mpps'))} | "
+                         f"{fmt(s.get('baseline_ratio_median'), 3)} | {fmt(s.get('baseline_cpu_ratio_median'), 3)} | "
+                         f"{fmt(s.get('switch_over_baseline'), 3)} |")
+            L.append("")
         if key == "memif":
             L += [f"Generator: {r.get('generator', 'bench_gen')}. Refused = share of the generator's frames the "
                   "device's full rings refused (median): above 0, the device under test, not the generator, "
@@ -965,6 +1042,24 @@ def markdown(res: dict) -> str:
                   f"{e['time_budget_s']:.0f} s): " + ", ".join(f"{s.get('pipeline', 'classic')} N={s['workers']} "
                                                                 f"{s['mbytes']} MB (~{s['predicted_s']:.0f} s)"
                                                                 for s in e["skipped"])]
+        L.append("")
+    if "loss_pairs" in res:
+        lp = res["loss_pairs"]
+        L += ["## agq loss cost: time at 1% loss / loss-free time, pairs interleaved per build", "",
+              "Builds: " + ", ".join(f"{n} = `{b}`" for n, b in lp["builds"]), "",
+              "| N | tensor MB | build | pairs | median | min | max | failed |", "|---:|---:|---|---:|---:|---:|---:|---:|"]
+        for x in lp["summary"]:
+            L.append(f"| {x['workers']} | {x['mbytes']} | {x['build']} | {x['pairs']} | {fmt(x['ratio_median'])} | "
+                     f"{fmt(x['ratio_min'])} | {fmt(x['ratio_max'])} | {x['failed']} |")
+        L += ["", "Every pair (s loss-free, s at 1%, ratio; retransmissions at 1% as % of DATA; load average):", "",
+              "| rep | N | MB | build | s 0% | s 1% | ratio | retx % 1% | retx % 0% | load |",
+              "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+        for r in lp["runs"]:
+            def share(x):
+                return 100.0 * x["retransmissions"] / x["data_sent"] if x.get("data_sent") else None
+            L.append(f"| {r['rep']} | {r['workers']} | {r['mbytes']} | {r['build']} | {fmt(r['free'].get('seconds'), 3)} | "
+                     f"{fmt(r['lossy'].get('seconds'), 3)} | {fmt(r['ratio'])} | {fmt(share(r['lossy']), 3)} | "
+                     f"{fmt(share(r['free']), 4)} | {r['loadavg']:.1f} |")
         L.append("")
     if "memory" in res:
         L += ["## Aggregator memory (classic): concurrent sequences per MiB", "",
@@ -1111,15 +1206,42 @@ def main() -> int:
                     help="comma list of parts: pipeline,pcap,memif,e2e")
     ap.add_argument("--traffic", default="",
                     help="comma list of traffics for the pcap/memif parts (default all: " + ",".join(TRAFFICS) + ")")
+    ap.add_argument("--pcap-modes", default="",
+                    help="comma list of pcap lcore modes: 1,steered,hand-off (default all)")
+    ap.add_argument("--baseline-build", type=Path, default=None,
+                    help="build dir of a second agq-switch (e.g. main's) measured beside this one in the pcap "
+                         "part, same ports, same reps")
     ap.add_argument("--reps", type=int, default=0, help="interleaved repetitions (default 3, quick 1)")
     ap.add_argument("--no-build", action="store_true", help="do not run cmake/ninja first")
     ap.add_argument("--no-boost", action="store_true",
                     help="do not raise this run's autogroup priority (other users' compiles then "
                          "take CPU from the benchmarks)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (process logs, pcaps)")
+    ap.add_argument("--loss-pairs", default="",
+                    help="only the agq protocol's loss cost: comma list of N:MB points (e.g. 2:16,8:4), each "
+                         "run loss-free and at 1%% loss, --reps times (default 3), interleaved over the builds")
+    ap.add_argument("--compare", action="append", default=[], metavar="'NAME=DIR [WORKER FLAGS]'",
+                    help="with --loss-pairs: another build dir (and agq-worker flags) to interleave with "
+                         "--build-dir (repeatable)")
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args()
-    parts = set(a.only.split(","))
+    loss_points = []
+    try:
+        loss_points = [(int(p.split(":")[0]), int(p.split(":")[1])) for p in a.loss_pairs.split(",") if p]
+        compare = [(c.split("=", 1)[0], Path(c.split("=", 1)[1].split()[0]), c.split("=", 1)[1].split()[1:])
+                   for c in a.compare]
+    except (ValueError, IndexError):
+        ap.print_usage(sys.stderr)
+        print("bench: --loss-pairs takes N:MB[,N:MB...], --compare NAME=DIR", file=sys.stderr)
+        return 2
+    if compare and not loss_points:
+        ap.print_usage(sys.stderr)
+        print("bench: --compare only applies to --loss-pairs", file=sys.stderr)
+        return 2
+    if loss_points:
+        parts = {"loss_pairs"}
+    else:
+        parts = set(a.only.split(","))
 
     if os.geteuid() != 0:
         print("bench: needs root (DPDK virtual devices, /var/run/dpdk)", file=sys.stderr)
@@ -1185,8 +1307,11 @@ def main() -> int:
             res["memif"] = bench.memif()
         if "e2e" in parts:
             res["e2e"] = bench.e2e()
-        res["memory"] = memory_efficiency()
-        if (build / "bench" / "bench_memory").exists():
+        if "loss_pairs" in parts:
+            res["loss_pairs"] = bench.loss_pairs(loss_points, [("this", build, [])] + compare, a.reps or 3)
+        if "loss_pairs" not in parts:
+            res["memory"] = memory_efficiency()
+        if "loss_pairs" not in parts and (build / "bench" / "bench_memory").exists():
             progress("aggregator memory: bench_memory")
             mj = work / "bench_memory.json"
             res["agq_memory_md"] = subprocess.run([build / "bench" / "bench_memory", "--json", mj], check=True,

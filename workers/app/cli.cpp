@@ -52,6 +52,10 @@ int parse_options(int argc, char** argv, Options& o) {
                  "agq: floor of the RTO's variance term (RTO = srtt + max(4 rttvar, this))")
       ->capture_default_str();
   app.add_option("--rto-max-ms", o.rto_max_ms, "agq: retransmission timeout cap")->capture_default_str();
+  app.add_option("--reo-min-us", o.reo_min_us,
+                 "agq: floor of RACK's reorder window (a sequence overtaken by a later one on its switch lcore "
+                 "is resent after this); 0 = no loss detection by order")
+      ->capture_default_str();
   app.add_option("--verify", o.verify,
                  "agq: check results against the scalar reference: all | sample:K (one chunk in K) | off")
       ->capture_default_str();
@@ -67,6 +71,12 @@ int parse_options(int argc, char** argv, Options& o) {
                  "agq: the switch's dataplane lcores (it serves shard k in order on lcore k mod this; loss is "
                  "found by order per lcore). From the switch with --switch-ctl/--job-file")
       ->check(CLI::Range(1u, 4096u))->capture_default_str();
+  app.add_option("--handoff-ring", o.handoff_ring,
+                 "agq, several lcores: entries of each lcore's hand-off ring (RESULTs another lcore received for "
+                 "its slots); full = dropped as lost, never a wait (power of two)")
+      ->check(CLI::IsMember({2u, 4u, 8u, 16u, 32u, 64u, 128u, 256u, 512u, 1024u, 2048u, 4096u, 8192u, 16384u,
+                             32768u, 65536u}))
+      ->capture_default_str();
   app.add_option("--max-retries", o.max_retries, "agq: retransmissions of one slot before giving up (exit 4)")
       ->capture_default_str();
   app.add_option("--slot-base", o.job.slot_base, "first aggregator (hash1) of the job")->capture_default_str();
@@ -110,9 +120,9 @@ int parse_options(int argc, char** argv, Options& o) {
   static const char* const kClassicOnly[] = {"--slot-base", "--seqs-per-agg", "--range", "--join", "--fresh-switch",
                                              "--retry-ms", "--stall-timeout"};
   static const char* const kAgqOnly[] = {"--slots", "--rows", "--rounds", "--init-width", "--init-scale",
-                                         "--error-budget", "--margin", "--rto-ms", "--rto-min-ms", "--rto-max-ms",
+                                         "--error-budget", "--margin", "--rto-ms", "--rto-min-ms", "--rto-max-ms", "--reo-min-us",
                                          "--max-retries", "--verify", "--lanes", "--switch-ctl", "--job", "--job-file",
-                                         "--switch-lcores"};
+                                         "--switch-lcores", "--handoff-ring"};
   const std::vector<const char*> other = protocol == "agq"
                                               ? std::vector<const char*>(std::begin(kClassicOnly), std::end(kClassicOnly))
                                               : std::vector<const char*>(std::begin(kAgqOnly), std::end(kAgqOnly));

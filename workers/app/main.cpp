@@ -51,8 +51,14 @@ int main(int argc, char** argv) {
     // An agq worker runs one part per EAL lcore, each on its own queue of
     // every port (memif: the client asks for that many rings; the switch
     // serves them with --memif-queues = its lcores, PROTOCOL.md §10).
+    // An agq PS connects with one ring per switch lcore (--switch-lcores or
+    // the job from the switch): FALLBACK_DATA leave the switch on the tx
+    // queue of the lcore that owns their shard, and the PS polls every ring.
+    // It transmits on ring 0 only (PS_RESULTs carry no shard state; ring 0
+    // exists whatever the switch's --memif-queues).
     const bool agq_worker = o.protocol == Protocol::Agq && o.role == Role::Worker;
-    const unsigned queues = agq_worker ? rte_lcore_count() : 1;
+    const bool agq_ps = o.protocol == Protocol::Agq && o.role == Role::Ps;
+    const unsigned queues = agq_worker ? rte_lcore_count() : agq_ps ? o.switch_lcores : 1;
     const unsigned extra = agq_worker ? queues * unsigned(o.ids.size()) * o.agq.slots : 0;
     if (!ports.open(o.connect_timeout_s, err, queues, extra)) {
       std::fprintf(stderr, "agq-worker: %s\n", err.c_str());

@@ -95,40 +95,4 @@ inline void keep_or_free(MbufFrameIo& io, rte_mbuf* m, int b) {
     io.release(m);
 }
 
-// Link state of every port, looked at every 20 ms: a change goes to the io
-// (down: frames dropped, so retransmission timers keep counting) and to
-// on_change(port, up). A link down for a while is restarted every 500 ms
-// when may_reconnect (memif: a restarted switch serves its socket anew; a
-// port must not be restarted under another lcore's rx/tx).
-class LinkWatch {
- public:
-  LinkWatch(Ports& ports, MbufFrameIo& io, bool may_reconnect)
-      : ports_(ports), io_(io), reconnect_(may_reconnect), up_(ports.count(), 1) {}
-  template <typename F>
-  void poll(uint64_t now, F&& on_change) {
-    if (now < next_) return;
-    next_ = now + 20'000'000;
-    for (uint16_t p = 0; p < ports_.count(); ++p) {
-      bool u = ports_.link_up(p);
-      if (reconnect_ && !u && !up_[p] && now >= next_reconnect_) {
-        next_reconnect_ = now + 500'000'000;
-        ports_.reconnect(p);
-        u = ports_.link_up(p);
-      }
-      if (u == bool(up_[p])) continue;
-      if (!u) next_reconnect_ = now + 300'000'000;
-      up_[p] = u;
-      io_.set_link(p, u);
-      on_change(p, u);
-    }
-  }
-
- private:
-  Ports& ports_;
-  MbufFrameIo& io_;
-  bool reconnect_;
-  std::vector<uint8_t> up_;
-  uint64_t next_ = 0, next_reconnect_ = 0;
-};
-
 }  // namespace agq::worker

@@ -24,11 +24,13 @@ struct Options {
   double margin = 2.0;
   double rto_ms = 20.0;
   double rto_min_ms = 5.0;
+  double reo_min_us = 200.0;  // AllreduceTuning::reo_min_ns
   double rto_max_ms = 640.0;
   std::string verify = "all";     // agq: all | sample:K | off
   uint32_t verify_every = 1;      // parsed --verify
   unsigned lanes = 32;            // agq: lane profile 32 | 16
   unsigned max_retries = 25;
+  unsigned handoff_ring = 4096;   // agq, several lcores: entries of each lcore's hand-off ring
   std::string source = "normal";
   uint64_t seed = 1;
   double range = 4.0;

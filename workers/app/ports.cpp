@@ -66,6 +66,7 @@ bool Ports::open(double connect_timeout_s, std::string& err, unsigned queues, un
     }
     Port p;
     p.id = info.id;
+    p.rx_queues = info.rx_queues;
     ports_.push_back(p);
     names_.push_back(info.name);
   }
@@ -80,7 +81,8 @@ void Ports::close() {
   if (dp_) {
     // Stop first: a memif client tells the server it disconnects, so the
     // switch stops polling our rings before they are unmapped (pitfall P7).
-    for (auto& p : ports_) rte_eth_dev_stop(p.id);
+    for (auto& p : ports_)
+      if (p.started) rte_eth_dev_stop(p.id);
     if (!ports_.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     dp_->stop();
     dp_.reset();
@@ -92,6 +94,7 @@ rte_mempool* Ports::pool() const { return dp_->pool(); }
 uint16_t Ports::tx_queue(uint16_t port, unsigned queue) const { return dp_->tx_queue(port, queue); }
 uint16_t Ports::queues(uint16_t port) const { return dp_->info(port).rx_queues; }
 unsigned Ports::rx_burst(uint16_t port, uint16_t queue, rte_mbuf** mbufs, unsigned n) {
+  if (!ports_[port].started) return 0;  // a restart failed: the device is stopped
   return rte_eth_rx_burst(ports_[port].id, queue, mbufs, uint16_t(n));
 }
 bool Ports::link_up(uint16_t port) const {
@@ -102,12 +105,25 @@ bool Ports::link_up(uint16_t port) const {
 }
 
 bool Ports::reconnect(uint16_t port) {
-  rte_eth_dev_stop(ports_[port].id);
-  return rte_eth_dev_start(ports_[port].id) == 0;
+  Port& p = ports_[port];
+  // Frames queued for the old peer go with it.
+  for (unsigned i = 0; i < p.n_pending; ++i) rte_pktmbuf_free(p.pending[i]);
+  p.n_pending = 0;
+  if (p.started) rte_eth_dev_stop(p.id);
+  p.started = rte_eth_dev_start(p.id) == 0;
+  return p.started;
 }
 
-unsigned Ports::rx_burst(uint16_t port, rte_mbuf** mbufs) {
-  return rte_eth_rx_burst(ports_[port].id, 0, mbufs, kBurst);
+std::vector<uint64_t> Ports::rx_per_queue(uint16_t port) const {
+  std::vector<uint64_t> out(ports_[port].rx_queues, 0);
+  rte_eth_stats st{};
+  if (rte_eth_stats_get(ports_[port].id, &st) == 0)
+    for (size_t q = 0; q < out.size() && q < RTE_ETHDEV_QUEUE_STAT_CNTRS; ++q) out[q] = st.q_ipackets[q];
+  return out;
+}
+
+unsigned Ports::rx_burst(uint16_t port, uint16_t queue, rte_mbuf** mbufs) {
+  return rx_burst(port, queue, mbufs, kBurst);
 }
 
 std::span<const uint8_t> Ports::bytes(rte_mbuf* m) {
@@ -136,7 +152,7 @@ bool Ports::send(uint16_t port, std::span<const uint8_t> frame) {
 unsigned Ports::flush() {
   unsigned total = 0;
   for (auto& p : ports_) {
-    if (!p.n_pending) continue;
+    if (!p.n_pending || !p.started) continue;
     const uint16_t sent = rte_eth_tx_burst(p.id, dp_->tx_queue(uint16_t(&p - ports_.data()), 0), p.pending,
                                            uint16_t(p.n_pending));
     // Keep what the ring did not take, in order: nothing is dropped here.

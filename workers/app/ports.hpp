@@ -35,11 +35,13 @@ class Ports final : public TxSink {
   uint16_t count() const { return uint16_t(ports_.size()); }
   const std::vector<std::string>& names() const { return names_; }
 
-  // Receives up to kBurst frames of `port`; fn(port, bytes) per frame.
+  // Receives up to kBurst frames from every rx queue of `port` (a PS
+  // connects with one ring per switch lcore: the switch's lcore i sends on
+  // queue i); fn(port, bytes) per frame.
   template <typename Fn> unsigned poll(uint16_t port, Fn&& fn);
 
   bool send(uint16_t port, std::span<const uint8_t> frame) override;
-  unsigned flush();  // hands queued frames to the NICs; returns frames sent
+  unsigned flush();  // hands queued frames to the NICs (tx queue 0); returns frames sent
 
   // The packet path's raw access (MbufFrameIo, the agq poll loop).
   rte_mempool* pool() const;
@@ -49,16 +51,25 @@ class Ports final : public TxSink {
   unsigned rx_burst(uint16_t port, uint16_t queue, rte_mbuf** mbufs, unsigned n);
   bool link_up(uint16_t port) const;
   // memif: a client whose server went away does not reconnect by itself;
-  // stop and start the port so it connects to a server serving the socket again.
+  // stop and start the port so it connects to a server serving the socket
+  // again. Only with nobody else inside the port's rx/tx (link_watch.hpp).
+  // false: start failed (nobody serves the socket yet); the port stays
+  // stopped, and rx/flush leave it alone until a restart succeeds.
   bool reconnect(uint16_t port);
+  bool started(uint16_t port) const { return ports_[port].started; }
+  // Frames received per rx queue (the driver's per-queue statistics; memif
+  // counts only the rings of its current connection, none while down).
+  std::vector<uint64_t> rx_per_queue(uint16_t port) const;
 
  private:
   struct Port {
     uint16_t id;
+    uint16_t rx_queues = 1;
+    bool started = true;  // changed only by reconnect(), with the port's other users kept off it
     rte_mbuf* pending[kBurst];
     unsigned n_pending = 0;
   };
-  unsigned rx_burst(uint16_t port, rte_mbuf** mbufs);
+  unsigned rx_burst(uint16_t port, uint16_t queue, rte_mbuf** mbufs);
   static std::span<const uint8_t> bytes(rte_mbuf* m);
   static void free_mbuf(rte_mbuf* m);
 
@@ -69,12 +80,16 @@ class Ports final : public TxSink {
 
 template <typename Fn> unsigned Ports::poll(uint16_t port, Fn&& fn) {
   rte_mbuf* m[kBurst];
-  const unsigned n = rx_burst(port, m);
-  for (unsigned i = 0; i < n; ++i) {
-    fn(port, bytes(m[i]));
-    free_mbuf(m[i]);
+  unsigned total = 0;
+  for (uint16_t q = 0; q < ports_[port].rx_queues; ++q) {
+    const unsigned n = rx_burst(port, q, m);
+    for (unsigned i = 0; i < n; ++i) {
+      fn(port, bytes(m[i]));
+      free_mbuf(m[i]);
+    }
+    total += n;
   }
-  return n;
+  return total;
 }
 
 // rte_eal_init on a copy of argv (it permutes it); returns the number of

@@ -6,12 +6,15 @@
 #include <cstring>
 #include <memory>
 
+#include <sys/resource.h>
+
 #include <rte_lcore.h>
 #include <rte_launch.h>
 #include <rte_mbuf.h>
 #include <rte_prefetch.h>
 #include <rte_ring.h>
 
+#include "app/link_watch.hpp"
 #include "app/mbuf_frame_io.hpp"
 #include "app/poll_loop.hpp"
 #include "dataplane/idle_backoff.hpp"
@@ -28,6 +31,19 @@ std::string hist_json(const std::array<uint64_t, 9>& h) {
   Json j;
   for (int i = 1; i <= 8; ++i)
     if (h[i]) j.num(std::to_string(4 * i).c_str(), h[i]);
+  return j.done();
+}
+
+// The engine's recovered uses by cause: count, mean and longest ms.
+std::string recovered_json(const EngineStats& es) {
+  static const char* const kWhy[3] = {"rack", "probe", "timer"};
+  Json j;
+  for (size_t k = 0; k < 3; ++k)
+    j.raw(kWhy[k], Json()
+                       .num("uses", es.recovered[k])
+                       .num("mean_ms", es.recovered[k] ? double(es.recovered_ns[k]) / double(es.recovered[k]) * 1e-6 : 0.0)
+                       .num("max_ms", double(es.recovered_max_ns[k]) * 1e-6)
+                       .done());
   return j.done();
 }
 
@@ -63,15 +79,43 @@ struct Part {
   AgqWorkerEngine eng;
   rte_ring* ring = nullptr;
   uint64_t handed_off = 0;
+  uint64_t handoff_drops = 0;  // the owner's ring was full: dropped as if lost (its timers recover)
+  uint64_t port_restarts = 0, failed_restarts = 0;  // lcore 0 restarts ports
 };
 
 struct Process {
   std::vector<std::unique_ptr<Part>> parts;
   Ports* ports = nullptr;
   const Options* o = nullptr;
+  // Several lcores: lcore 0 restarts a port whose link stays down, the
+  // others kept off it (app/link_watch.hpp).
+  std::unique_ptr<PortGate> gate;
   std::atomic<unsigned> finished{0};
   std::atomic<bool> failed{false};
+  // The main lcore's view of the job (round 0's start to its end): process
+  // CPU time, poll rounds, empty ones, idle sleeps -- whether the job was
+  // CPU-bound or waited (several processes share a core on small hosts).
+  uint64_t cpu_start_ns = 0, cpu_end_ns = 0, polls = 0, empty_polls = 0, sleeps = 0;
 };
+
+// The job's CPU time and poll loop figures (Process), and the whole
+// process's context switches (getrusage).
+std::string process_json(const Process& pr) {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  return Json()
+      .num("job_cpu_s", pr.cpu_end_ns > pr.cpu_start_ns ? double(pr.cpu_end_ns - pr.cpu_start_ns) * 1e-9 : 0.0)
+      .num("job_polls", pr.polls).num("job_empty_polls", pr.empty_polls).num("job_sleeps", pr.sleeps)
+      .num("voluntary_switches", uint64_t(ru.ru_nvcsw))
+      .num("involuntary_switches", uint64_t(ru.ru_nivcsw))
+      .done();
+}
+
+uint64_t process_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return uint64_t(ts.tv_sec) * 1'000'000'000ull + uint64_t(ts.tv_nsec);
+}
 
 // A received frame's owner part: RESULTs of another part's slot go to it
 // (a switch lcore that is not the shard's owner, a PS_RESULT); the rest here.
@@ -87,8 +131,9 @@ unsigned owner_of(Part& me, const Process& pr, rte_mbuf* m) {
 // The agq worker's poll loop on the mbuf io, one per lcore: rx drained
 // first (bursts, prefetch, a RESULT adopted as its slot's next DATA, the
 // rest freed in bulk), then the engine's sends and timers, tx bursts, link
-// watch. A part that is done keeps serving its queue (hand-offs to the
-// others) until every part is done or one failed.
+// watch (every lcore's engine sees the link go down and come back; lcore 0
+// restarts the port). A part that is done keeps serving its queue
+// (hand-offs to the others) until every part is done or one failed.
 void agq_worker_loop(Process& pr, Part& me) {
   Ports& ports = *pr.ports;
   const Options& o = *pr.o;
@@ -99,7 +144,17 @@ void agq_worker_loop(Process& pr, Part& me) {
   Progress progress;
   const uint64_t period = main_part ? uint64_t(o.progress_s * 1e9) : 0;
   uint64_t next_progress = now_ns() + period;
-  LinkWatch links(ports, io, single);
+  if (pr.gate) pr.gate->online(me.j);
+  LinkWatch links = single ? LinkWatch(ports, true) : LinkWatch(ports, *pr.gate, me.j);
+  auto on_link = [&](uint16_t p, bool u) {
+    io.set_link(p, u);
+    const uint64_t t = now_ns();
+    eng.on_link(u, t);
+    if (main_part)
+      std::fprintf(stderr, "[worker] link %s on %s: %s\n", u ? "up" : "DOWN", ports.names()[p].c_str(),
+                   u ? "resending every sequence in flight (every lcore)"
+                     : "retransmission timers keep counting; restarting the port every 500 ms");
+  };
   progress.line("worker", eng.counters(), eng.elements_done(), eng.outstanding(), now_ns());
   if (main_part) {
     std::string names;
@@ -116,7 +171,8 @@ void agq_worker_loop(Process& pr, Part& me) {
     unsigned work = 0;
     bool drained = true;  // every rx queue came back short: no RESULT sits unread
     for (uint16_t p = 0; p < ports.count(); ++p)
-      work += drain_rx(
+      if (links.up(p))
+        work += drain_rx(
           ports, p, uint16_t(me.queue),
           [&](rte_mbuf* x) {
             const unsigned owner = owner_of(me, pr, x);
@@ -124,8 +180,10 @@ void agq_worker_loop(Process& pr, Part& me) {
               keep_or_free(io, x, eng.on_frame(p, bytes_of(x), now));
             else if (rte_ring_enqueue(pr.parts[owner]->ring, x) == 0)
               ++me.handed_off;  // the owner's ring (PROTOCOL.md §10's hand-off)
-            else
-              io.release(x);  // full: as lost; the owner's timers recover
+            else {
+              ++me.handoff_drops;  // full: as lost, never a wait; the owner's timers recover
+              io.release(x);
+            }
           },
           drained);
     if (me.ring) {
@@ -148,23 +206,26 @@ void agq_worker_loop(Process& pr, Part& me) {
       counted = true;
       pr.finished.fetch_add(1, std::memory_order_acq_rel);
     }
-    links.poll(now, [&](uint16_t p, bool u) {
-      eng.on_link(u, now);
-      if (main_part)
-        std::fprintf(stderr, "[worker] link %s on %s: %s\n", u ? "up" : "DOWN", ports.names()[p].c_str(),
-                     u ? "resending every sequence in flight" : "retransmission timers keep counting");
-    });
+    links.poll(now, on_link);  // after the iteration's last port access (a quiescent state)
     if (period && now >= next_progress) {
       std::fprintf(stderr, "%s\n", progress.line("worker", eng.counters(), eng.elements_done(), eng.outstanding(), now).c_str());
       next_progress = now + period;
     }
+    const bool in_job = main_part && eng.start_ns() && !counted;
+    if (in_job && !pr.cpu_start_ns) pr.cpu_start_ns = process_cpu_ns();
+    if (in_job) ++pr.polls, pr.empty_polls += !work;
     if (work)
       idle.reset();
-    else
-      idle.idle();
+    else if (idle.idle() && in_job)
+      ++pr.sleeps;
+    if (main_part && counted && !pr.cpu_end_ns) pr.cpu_end_ns = process_cpu_ns();
   }
+  links.poll(now_ns(), on_link);  // ports lcore 0 closed meanwhile are left alone
   for (int i = 0; i < 100 && io.flush(); ++i) {
   }
+  me.port_restarts = links.restarts();
+  me.failed_restarts = links.failed_restarts();
+  if (pr.gate) pr.gate->offline(me.j);
 }
 
 int part_main(void* arg) {
@@ -190,6 +251,7 @@ int run_agq_worker(const Options& o, Ports& ports) {
   cfg.margin = o.margin;
   cfg.rto_ns = uint64_t(o.rto_ms * 1e6);
   cfg.rto_min_ns = uint64_t(o.rto_min_ms * 1e6);
+  cfg.reo_min_ns = uint64_t(o.reo_min_us * 1e3);
   cfg.verify_every = o.verify_every;
   cfg.lanes = uint8_t(o.lanes);
   cfg.rto_max_ns = uint64_t(o.rto_max_ms * 1e6);
@@ -233,6 +295,13 @@ int run_agq_worker(const Options& o, Ports& ports) {
   Process pr;
   pr.ports = &ports;
   pr.o = &o;
+  if (L > 1) {
+    pr.gate = std::make_unique<PortGate>(L, ports.count());
+    if (!pr.gate->ok()) {
+      std::fprintf(stderr, "agq-worker: cannot create the port gate (rte_rcu_qsbr) for %u lcores\n", L);
+      return 2;
+    }
+  }
   for (unsigned j = 0; j < L; ++j) {
     auto part = std::make_unique<Part>();
     part->j = part->queue = j;
@@ -249,7 +318,7 @@ int run_agq_worker(const Options& o, Ports& ports) {
     }
     if (L > 1) {
       const std::string name = "agqw_handoff" + std::to_string(j);
-      part->ring = rte_ring_create(name.c_str(), 4096, int(rte_socket_id()), RING_F_SC_DEQ);
+      part->ring = rte_ring_create(name.c_str(), o.handoff_ring, int(rte_socket_id()), RING_F_SC_DEQ);
       if (!part->ring) {
         std::fprintf(stderr, "agq-worker: cannot create the hand-off ring %s\n", name.c_str());
         return 2;
@@ -283,10 +352,17 @@ int run_agq_worker(const Options& o, Ports& ports) {
     const EngineStats& x = e.engine_stats();
     es.fast_retransmissions += x.fast_retransmissions;
     es.tail_probes += x.tail_probes;
+    es.probe_rack += x.probe_rack;
     es.spurious += x.spurious;
     es.chunks_over_1ms += x.chunks_over_1ms;
     es.chunks_over_5ms += x.chunks_over_5ms;
     es.max_chunk_ns = std::max(es.max_chunk_ns, x.max_chunk_ns);
+    for (size_t k = 0; k < 3; ++k) {
+      es.recovered[k] += x.recovered[k];
+      es.recovered_ns[k] += x.recovered_ns[k];
+      es.recovered_max_ns[k] = std::max(es.recovered_max_ns[k], x.recovered_max_ns[k]);
+    }
+    for (size_t k = 0; k < 4; ++k) es.last_op_progress_ns[k] = std::max(es.last_op_progress_ns[k], x.last_op_progress_ns[k]);
     es.switch_restarts = std::max(es.switch_restarts, x.switch_restarts);
     es.link_downs = std::max(es.link_downs, x.link_downs);
     start = std::min(start, e.start_ns());
@@ -294,11 +370,42 @@ int run_agq_worker(const Options& o, Ports& ports) {
     elements_done += e.elements_done();
     if (!failed && e.failed()) failed = &e;
   }
-  for (auto& p : pr.parts) handoff += p->handed_off;
+  uint64_t handoff_drops = 0, port_restarts = 0, failed_restarts = 0;
+  std::string downs = "[", restarts_seen = "[";
+  for (auto& p : pr.parts) {
+    handoff += p->handed_off;
+    handoff_drops += p->handoff_drops;
+    port_restarts += p->port_restarts;
+    failed_restarts += p->failed_restarts;
+    if (p->j) {  // piecewise: GCC 12's -Wrestrict false positive on "lit" + string
+      downs += ',';
+      restarts_seen += ',';
+    }
+    downs += std::to_string(p->eng.engine_stats().link_downs);
+    restarts_seen += std::to_string(p->eng.engine_stats().switch_restarts);
+  }
+  downs += "]";
+  restarts_seen += "]";
   // Throughput from the first DATA to the last RESULT: start-up and linger excluded.
   // (from round 0's start, after the barrier op every worker had to reach)
   const double secs = last > start ? double(last - start) * 1e-9 : 0.0;
   auto [rc, status] = outcome_of(failed ? *failed : eng, s.mismatches || s.bad_header);
+  if (failed && pr.parts.size() > 1 && !g_stop) {
+    // The message above lists the slots of the lcore that gave up first;
+    // the others stopped with it.
+    std::string others;
+    for (auto& p : pr.parts)
+      if (&p->eng != failed) {
+        if (!others.empty()) others += ", ";
+        others += "lcore " + std::to_string(p->j) + ": " + std::to_string(p->eng.outstanding()) + " in flight";
+      }
+    for (auto& p : pr.parts)
+      if (&p->eng == failed)
+        std::fprintf(stderr,
+                     "agq-worker: that was lcore %u of %zu (the slots of the shards s with s mod %zu == %u); the "
+                     "other lcores stopped with it (%s)\n",
+                     p->j, pr.parts.size(), pr.parts.size(), p->j, others.c_str());
+  }
   if (!o.output.empty() && s.rounds_done == o.agq.rounds) {
     // The last round's aggregate as the job sees it: identical in every worker.
     std::vector<float> agg = eng.aggregate(0);
@@ -326,7 +433,8 @@ int run_agq_worker(const Options& o, Ports& ports) {
             .num("job_id", uint64_t(o.agq.job_id)).num("workers", uint64_t(o.agq.num_workers))
             .num("rounds", uint64_t(o.agq.rounds)).num("chunks", o.agq.chunks())
             .num("rounds_done", s.rounds_done).num("seconds", secs).num("elements_done", elements_done)
-            .num("lcores", uint64_t(pr.parts.size())).num("handed_off", handoff)
+            .raw("process", process_json(pr))
+            .num("lcores", uint64_t(pr.parts.size())).num("handed_off", handoff).num("handoff_drops", handoff_drops)
             .num("elements_per_s", eps).num("results", s.results).str("verify", o.verify)
             .num("checked", s.checked).num("exact", s.exact)
             .num("mismatches", s.mismatches).num("bad_header", s.bad_header).num("fallbacks", s.fallbacks)
@@ -352,13 +460,24 @@ int run_agq_worker(const Options& o, Ports& ports) {
                                .num("srtt_us", es.srtt_ns * 1e-3).num("rttvar_us", es.rttvar_ns * 1e-3)
                                .num("rto_us", double(es.rto_ns) * 1e-3).num("rtt_samples", es.rtt_samples)
                                .num("min_rtt_us", es.min_rtt_ns * 1e-3).num("rtt_peak_us", es.rtt_peak_ns * 1e-3).num("reo_wnd_us", double(es.reo_wnd_ns) * 1e-3)
-                               .num("fast_retransmissions", es.fast_retransmissions).num("tail_probes", es.tail_probes)
+                               .num("fast_retransmissions", es.fast_retransmissions).num("tail_probes", es.tail_probes).num("probe_rack", es.probe_rack)
                                .num("spurious_retransmissions", es.spurious).num("descheduled", es.away)
                                .num("chunks_over_1ms", es.chunks_over_1ms).num("chunks_over_5ms", es.chunks_over_5ms)
                                .num("max_chunk_ms", double(es.max_chunk_ns) * 1e-6)
                                .num("switch_restarts", es.switch_restarts).num("link_downs", es.link_downs)
                                .num("epoch", uint64_t(es.epoch))
+                               .raw("recovered", recovered_json(es)).num("lag_at_half", es.lag_at_half)
+                               .raw("last_op_progress_ms", Json()
+                                                               .num("p50", es.last_op_progress_ns[0] * 1e-6)
+                                                               .num("p90", es.last_op_progress_ns[1] * 1e-6)
+                                                               .num("p99", es.last_op_progress_ns[2] * 1e-6)
+                                                               .num("p100", es.last_op_progress_ns[3] * 1e-6)
+                                                               .done())
                                .done())
+            .raw("link", Json()
+                             .num("port_restarts", port_restarts).num("failed_restarts", failed_restarts)
+                             .raw("downs_per_lcore", downs).raw("switch_restarts_per_lcore", restarts_seen)
+                             .done())
             .raw("counters", counters_json(c))
             .done()
             .c_str());
@@ -405,13 +524,22 @@ int run_agq_ps(const Options& o, Ports& ports) {
   // The agq PS serves until it is stopped: SIGINT/SIGTERM is its normal end.
   const AgqPsStats& s = eng.stats();
   const Counters& c = eng.counters();
+  // Where the switch's frames came in: one count per ring of port 0 (the
+  // switch's lcore i sends on ring i).
+  std::string rxq = "[";
+  if (ports.count())
+    for (uint64_t n : ports.rx_per_queue(0)) {
+      if (rxq.size() > 1) rxq += ',';
+      rxq += std::to_string(n);
+    }
+  rxq += ']';
   if (o.json) {
     std::printf("%s\n", Json()
                             .str("role", "ps").str("protocol", "agq").str("status", "ok")
                             .num("job_id", uint64_t(o.agq.job_id)).num("fallback_data", s.fallback_data)
                             .num("sequences", s.sequences).num("ps_results", s.ps_results).num("resent", s.resent)
                             .num("duplicates", s.duplicates).num("relayed", s.relayed).num("overflow", s.overflow)
-                            .num("bad", s.bad).raw("counters", counters_json(c))
+                            .num("bad", s.bad).raw("rx_per_queue", rxq).raw("counters", counters_json(c))
                             .done().c_str());
   } else {
     std::printf("ps: job %u: %llu fallback contributions -> %llu sequences summed, %llu PS_RESULTs resent, "

@@ -64,6 +64,7 @@ bool AgqWorkerEngine::init(const AgqWorkerConfig& cfg, std::string& err, FrameIo
   t.rto_init_ns = cfg.rto_ns;
   t.rto_min_ns = std::min(cfg.rto_min_ns, cfg.rto_max_ns);
   t.rto_max_ns = cfg.rto_max_ns;
+  t.reo_min_ns = cfg.reo_min_ns;
   t.max_retries = cfg.max_retries;
   t.max_redos = cfg.max_redos;
   t.reply_timeout_ns = cfg.reply_timeout_ns;

@@ -48,6 +48,7 @@ struct AgqWorkerConfig {
   double margin = 2.0;          // headroom over last round's chunk max before clipping
   uint64_t rto_ns = 20'000'000ull;      // before the first RTT sample
   uint64_t rto_min_ns = 2'000'000ull;
+  uint64_t reo_min_ns = 200'000ull;  // AllreduceTuning::reo_min_ns
   uint64_t rto_max_ns = 640'000'000ull;
   unsigned max_retries = 25;
   unsigned max_redos = 8;       // OVERFLOW redos per chunk before accepting the clipped result

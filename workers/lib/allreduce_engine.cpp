@@ -26,6 +26,13 @@ inline void be32(uint8_t* p, uint32_t v) {
   p[2] = uint8_t(v >> 8);
   p[3] = uint8_t(v);
 }
+// The cache lines of n floats at p (a chunk: 16 or 32 lanes, 1-3 lines).
+inline void prefetch_chunk(const float* p, unsigned n, bool write) {
+  const uintptr_t e = reinterpret_cast<uintptr_t>(p + n);
+  for (uintptr_t x = reinterpret_cast<uintptr_t>(p) & ~uintptr_t(63); x < e; x += 64)
+    write ? __builtin_prefetch(reinterpret_cast<const void*>(x), 1, 3)
+          : __builtin_prefetch(reinterpret_cast<const void*>(x), 0, 3);
+}
 inline uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
 inline uint32_t rd32(const uint8_t* p) {
   return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
@@ -118,6 +125,8 @@ struct AllreduceEngine::Impl {
     uint64_t left = 0;            // chunks this engine owns that have no final result yet
     OpStats st;
     bool part_done = false;
+    uint64_t submit_ns = 0;
+    std::array<uint64_t, 4> progress_ns{};  // EngineStats::last_op_progress_ns
   };
   struct Slot {
     uint64_t g = 0;          // global chunk it carries (or will carry)
@@ -137,6 +146,8 @@ struct AllreduceEngine::Impl {
     uint8_t prev_v = 0;
     bool prev_retx = false, prev_flagged = false;
     bool marked = false, prev_marked = false;  // resent because RACK found it lost
+    int8_t first_why = -1;   // cause of the current use's first retransmission (EngineStats::recovered)
+    bool probe_last = false;  // its last transmission was the tail probe
   };
   // RACK per switch lcore (PROTOCOL.md §10: it serves its shards in arrival
   // order): our transmissions in order, and the newest one (by send order)
@@ -244,6 +255,18 @@ struct AllreduceEngine::Impl {
     const unsigned n_valid = unsigned(std::min<uint64_t>(lanes, n_el - c * lanes));
     const bool clipped = fastc::encode_be(en.op->input.data() + c * lanes, n_valid, lanes, sl.p.width, guard,
                                           sl.p.exponent, h + 20);
+    // Loss desynchronises the slots (at 1% loss, N = 2, 16 MB, the slot
+    // furthest ahead is 13-24 uses ahead of the one furthest behind at half
+    // time), so consecutive chunks we touch are no longer neighbours in
+    // memory: every encode and decode became a cache (and TLB) miss and the
+    // worker's CPU time per chunk doubled. Prefetch what this slot touches
+    // next, a round trip ahead: the output of this chunk (its RESULT's
+    // decode, its maximum) and the input of the slot's next chunk.
+    prefetch_chunk(en.op->output.data() + c * lanes, n_valid, true);
+    __builtin_prefetch(en.op->chunk_max.data() + c, 1, 3);
+    if (sl.g + job.slots < en.end)
+      prefetch_chunk(en.op->input.data() + (c + job.slots) * lanes,
+                     unsigned(std::min<uint64_t>(lanes, n_el - (c + job.slots) * lanes)), false);
     h[0] = kTypeData;
     h[1] = uint8_t(((sl.uses & 1) ? proto::kAgqFlagVersion : 0) | (clipped ? proto::kAgqFlagOverflow : 0));
     be16(h + 2, job.job_id);
@@ -525,6 +548,7 @@ bool AllreduceEngine::submit(const OpPtr& opp) {
       if (cfg_.owns(uint32_t(g % cfg_.job.slots))) ++en->left;
   }
   en->st.chunks = en->left;
+  en->submit_ns = m.now;
   lw.next_global = en->end;
   Impl::OpEntry& ref = *en;
   lw.ops.push_back(std::move(en));
@@ -593,6 +617,7 @@ bool AllreduceEngine::retransmit(uint32_t li, uint32_t s, uint64_t now_ns, Resen
   sl.send_seq = ++lw.send_seq;
   sl.xmit_ns = now_ns;
   ++counters_.retransmissions;
+  if (sl.first_why < 0) sl.first_why = int8_t(why == Resend::Lost ? 0 : why == Resend::Probe ? 1 : 2);
   if (Impl::OpEntry* en = m.entry(lw, sl.op_serial)) ++en->st.retransmissions;
   stats_.max_retries_seen = std::max<uint64_t>(stats_.max_retries_seen, sl.tries);
   // A sequence known to be lost (or probed) was resent into a path that
@@ -601,6 +626,7 @@ bool AllreduceEngine::retransmit(uint32_t li, uint32_t s, uint64_t now_ns, Resen
   // itself judges first transmissions only: a retransmission that waits for
   // a peer's own recovery would be marked again and again.
   if (why == Resend::Lost) sl.marked = true;
+  sl.probe_last = why == Resend::Probe;
   const uint64_t base = m.base_rto(lw);
   // RESULTs flowing (another sequence completed within half an RTO): every
   // worker is alive and the path delivers, so this one was lost again (or
@@ -730,11 +756,22 @@ int AllreduceEngine::on_frame(std::span<const uint8_t> frame, uint64_t now_ns) {
   {
     // Karn: a resent sequence's RESULT says nothing about the round trip,
     // nor (for RACK) which transmission it answers.
+    const uint64_t rtt = now_ns - sl.xmit_ns;
+    Impl::Lane& ln = lw.lanes[m.lane_of[s]];
     if (!sl.retransmitted) {
-      const uint64_t rtt = now_ns - sl.xmit_ns;
       m.rtt_sample(lw, rtt);
-      Impl::Lane& ln = lw.lanes[m.lane_of[s]];
       if (sl.send_seq > ln.rack_seq) ln.rack_seq = sl.send_seq, ln.rack_rtt = rtt;
+    } else if (sl.probe_last && rtt >= uint64_t(stats_.min_rtt_ns) && sl.send_seq > ln.rack_seq) {
+      // The tail probe's RESULT (RFC 8985 §6.2 step 2, TLP §7): it was sent
+      // after every sequence outstanding, so the older ones still
+      // outstanding a reorder window after it are lost (else they wait
+      // for their timers). Unless it came back faster than any round trip:
+      // then it answers the original transmission, whose place in the
+      // order we no longer know. Only the probe: RACK on every resend's
+      // RESULT doubled the false marks at 1% loss (a resend that waited
+      // for a peer's recovery overtakes sequences that wait for it too).
+      ln.rack_seq = sl.send_seq, ln.rack_rtt = rtt;
+      ++stats_.probe_rack;
     }
   }
   sl.prev_g = sl.g;
@@ -790,6 +827,26 @@ int AllreduceEngine::on_frame(std::span<const uint8_t> frame, uint64_t now_ns) {
   ++counters_.chunks_done;
   {
     const uint64_t age = now_ns - sl.sent_ns;
+    if (sl.first_why >= 0) {
+      const size_t k = size_t(sl.first_why);
+      ++stats_.recovered[k];
+      stats_.recovered_ns[k] += age;
+      stats_.recovered_max_ns[k] = std::max(stats_.recovered_max_ns[k], age);
+    }
+    sl.first_why = -1;
+    {
+      const uint64_t total = en.st.chunks, done = total - (en.left - 1);
+      const uint64_t t = now_ns - en.submit_ns;
+      if (!en.progress_ns[0] && 2 * done >= total) {
+        en.progress_ns[0] = t;
+        uint32_t lo = UINT32_MAX, hi = 0;
+        for (uint32_t x : m.owned) lo = std::min(lo, lw.slots[x].uses), hi = std::max(hi, lw.slots[x].uses);
+        stats_.lag_at_half = hi - lo;
+      }
+      if (!en.progress_ns[1] && 10 * done >= 9 * total) en.progress_ns[1] = t;
+      if (!en.progress_ns[2] && 100 * done >= 99 * total) en.progress_ns[2] = t;
+      if (done == total) en.progress_ns[3] = t, stats_.last_op_progress_ns = en.progress_ns;
+    }
     stats_.max_chunk_ns = std::max(stats_.max_chunk_ns, age);
     stats_.chunks_over_1ms += age > 1'000'000;
     stats_.chunks_over_5ms += age > 5'000'000;
@@ -836,7 +893,7 @@ unsigned AllreduceEngine::tick(uint64_t now_ns, bool timers) {
       Impl::Slot& sl = lw.slots[s];
       sl.st = Impl::St::Sent;
       sl.tries = 0;
-      sl.retransmitted = sl.marked = false;
+      sl.retransmitted = sl.marked = sl.probe_last = false;
       sl.renewed = false;
       sl.sent_ns = sl.xmit_ns = now_ns;
       lw.sent_end = std::max(lw.sent_end, sl.g + 1);
@@ -877,8 +934,9 @@ unsigned AllreduceEngine::tick(uint64_t now_ns, bool timers) {
         ++stats_.fast_retransmissions;
       }
     // The tail: nothing left to send, so a lost sequence may have no later
-    // one to reveal it. One probe (the newest sequence: its RESULT lets
-    // RACK judge every older one) after 2 srtt without a RESULT.
+    // one to reveal it. One probe (the newest sequence: its RESULT
+    // advances RACK, see on_frame, which then judges every older one)
+    // after 2 srtt without a RESULT.
     if (cfg_.tuning.tail_probe && lw.rtt.samples && lw.in_flight && !lw.probed &&
         lw.sent_end >= lw.next_global && now_ns >= lw.last_progress_ns + m.pto(lw)) {
       uint32_t newest = UINT32_MAX;

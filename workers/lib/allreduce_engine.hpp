@@ -236,6 +236,7 @@ struct EngineStats {
   uint64_t link_downs = 0;
   uint64_t fast_retransmissions = 0; // resent because later sequences overtook them (part of the retransmissions)
   uint64_t tail_probes = 0;          // TLP probes (part of the retransmissions)
+  uint64_t probe_rack = 0;           // probe RESULTs that advanced RACK
   uint64_t away = 0;                 // ticks more than 2 ms apart (descheduled): timers paused for the gap
   uint64_t spurious = 0;             // retransmissions found unnecessary (the original completed: a resent RESULT followed)
   uint64_t reo_wnd_ns = 0;           // current RACK reorder window
@@ -245,6 +246,15 @@ struct EngineStats {
   // recovery makes the slowest ones wait.
   uint64_t chunks_over_1ms = 0, chunks_over_5ms = 0, max_chunk_ns = 0;
   uint16_t epoch = 0;               // last boot epoch seen (0: none yet)
+  // Uses of a slot that needed a retransmission of ours, by the first
+  // resend's cause (0 RACK mark, 1 tail probe, 2 timer): how many, their
+  // total and longest time from first DATA to RESULT.
+  std::array<uint64_t, 3> recovered{}, recovered_ns{}, recovered_max_ns{};
+  // The last op that completed here: time from its submission until 50%,
+  // 90%, 99% and 100% of its chunks (this engine's part) had their result
+  // -- where its time goes: a uniform slow-down or a tail.
+  std::array<uint64_t, 4> last_op_progress_ns{};
+  uint64_t lag_at_half = 0;  // ... and at 50%: uses of the slot furthest ahead - of the one furthest behind
   uint64_t rtt_samples = 0;
   double srtt_ns = 0, rttvar_ns = 0;
   uint64_t rto_ns = 0;              // current base RTO

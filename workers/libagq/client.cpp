@@ -10,6 +10,7 @@
 #include <limits>
 #include <unordered_map>
 
+#include "app/link_watch.hpp"
 #include "app/mbuf_frame_io.hpp"
 #include "app/ports.hpp"
 #include "dataplane/idle_backoff.hpp"
@@ -223,7 +224,7 @@ void Client::poll_main() {
   if (!io.ok()) err = "no mbufs for " + std::to_string(cfg.job.slots) + " slots (raise ClientOptions::mem_mb)";
   if (err.empty()) eng.init(cfg, io, err);  // validated in open()
   if (!err.empty()) eng.fail("libagq: " + err);
-  worker::LinkWatch links(*ports_, io, true);
+  worker::LinkWatch links(*ports_, true);
   BoundWriter bounds;
   bounds.n = cfg.job.num_workers;
   eng.set_observer(&bounds);
@@ -277,13 +278,17 @@ void Client::poll_main() {
     }
     work += n;
     bool drained = true;
-    work += worker::drain_rx(
-        *ports_, 0, 0, [&](rte_mbuf* m) { worker::keep_or_free(io, m, eng.on_frame(worker::bytes_of(m), now)); },
-        drained);
+    if (links.up(0))
+      work += worker::drain_rx(
+          *ports_, 0, 0, [&](rte_mbuf* m) { worker::keep_or_free(io, m, eng.on_frame(worker::bytes_of(m), now)); },
+          drained);
     io.free_now();
     work += eng.tick(now, drained);  // timers only once the rx ring is empty
     work += io.flush();
-    links.poll(now, [&](uint16_t, bool up) { eng.on_link(up, now); });
+    links.poll(now, [&](uint16_t p, bool up) {
+      io.set_link(p, up);
+      eng.on_link(up, now);
+    });
     work += report();
     if (eng.failed() && !reported) {
       reported = true;
