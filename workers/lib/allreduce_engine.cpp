@@ -261,12 +261,15 @@ struct AllreduceEngine::Impl {
     // memory: every encode and decode became a cache (and TLB) miss and the
     // worker's CPU time per chunk doubled. Prefetch what this slot touches
     // next, a round trip ahead: the output of this chunk (its RESULT's
-    // decode, its maximum) and the input of the slot's next chunk.
+    // decode, its maximum) and the input of the slot's next chunk (and
+    // the previous op's maximum of it, which sets its width).
     prefetch_chunk(en.op->output.data() + c * lanes, n_valid, true);
     __builtin_prefetch(en.op->chunk_max.data() + c, 1, 3);
-    if (sl.g + job.slots < en.end)
+    if (sl.g + job.slots < en.end) {
       prefetch_chunk(en.op->input.data() + (c + job.slots) * lanes,
                      unsigned(std::min<uint64_t>(lanes, n_el - (c + job.slots) * lanes)), false);
+      if (en.op->prev) __builtin_prefetch(en.op->prev->chunk_max.data() + c + job.slots, 0, 3);
+    }
     h[0] = kTypeData;
     h[1] = uint8_t(((sl.uses & 1) ? proto::kAgqFlagVersion : 0) | (clipped ? proto::kAgqFlagOverflow : 0));
     be16(h + 2, job.job_id);
@@ -954,6 +957,7 @@ unsigned AllreduceEngine::tick(uint64_t now_ns, bool timers) {
     // Timers, after rx was drained (the caller's loop): a RESULT waiting in
     // the rx ring is never mistaken for a loss.
     m.next_deadline = UINT64_MAX;
+    ++stats_.timer_scans;
     const bool redo_all = m.redo_all;
     m.redo_all = false;
     for (uint32_t li = 0; li < m.lws.size() && !failed(); ++li) {
