@@ -209,6 +209,19 @@ Trace l2_trace() {
   return t;
 }
 
+// What bench/run.py's pcap part replays: one station's frame, over and over
+// (a burst of one flow: the lookup memos and repeated decisions hit).
+Trace l2_flow_trace() {
+  Trace t;
+  std::vector<uint8_t> payload(64, 0xAB);
+  auto sp = spec();
+  sp.src_mac[5] = 0x40;
+  sp.dst_port = 9000;
+  for (unsigned i = 0; i < 64; ++i) t.frames.push_back(build_udp_frame(sp, payload));
+  t.in_place = true;
+  return t;
+}
+
 // --- agq traffic --------------------------------------------------------------
 
 // A job per shape (docs/PROTOCOL.md): N workers, `slots` slots, and exactly
@@ -693,6 +706,7 @@ void register_pipeline_benchmarks() {
     std::vector<NamedTrace> traces = pu.traces();
     if (pu.name.rfind("agq_fast_", 0) != 0) {
       traces.push_back({"l2_forward", l2_trace()});
+      traces.push_back({"l2_one_flow", l2_flow_trace()});
       if (pu.burst) traces.push_back({"l2_16k_stations", l2_many_trace()});
     }
     for (auto& nt : traces)
@@ -734,6 +748,7 @@ class SideBySideReporter : public benchmark::ConsoleReporter {
   // "program" = row - harness, printed beside the row, never instead of it.
   void print_l2() const {
     print_l2("l2_forward", "64 stations -> a static MAC");
+    print_l2("l2_one_flow", "one station -> a static MAC, as run.py's pcap replay");
     print_l2("l2_16k_stations", "16384 stations -> 16384 static MACs, random, 32 MiB of frames");
   }
   void print_l2(const std::string& trace, const char* what) const {

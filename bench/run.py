@@ -287,6 +287,18 @@ class Bench:
     def traffics(self) -> list[str]:
         return [t for t in TRAFFICS if not self.a.traffic or t in self.a.traffic.split(",")]
 
+    def pcap_modes(self) -> list[str]:
+        """--pcap-modes: "1", "steered", "hand-off" (short names of PCAP_MODES)."""
+        if not self.a.pcap_modes:
+            return list(PCAP_MODES)
+        want = self.a.pcap_modes.split(",")
+        return [m for m in PCAP_MODES if m in want or m.removeprefix("2 ") in want]
+
+    def baseline_switch(self) -> Path | None:
+        """--baseline-build: a second agq-switch (e.g. main's) run beside this
+        build's on the same ports, in the same reps (the "baseline" DUT)."""
+        return self.a.baseline_build / "switch" / "agq-switch" if self.a.baseline_build else None
+
     @staticmethod
     def gen_traffic(t: str) -> list:
         pipe = PIPELINES.get(t, {})
@@ -327,7 +339,8 @@ class Bench:
         f.write_text(f'[switch]\npipeline = "{pipeline}"\n' + section + extra)
         return f
 
-    def run_pcap_switch(self, traffic: str, mode: str, pcaps: dict, seconds: float) -> float | None:
+    def run_pcap_switch(self, traffic: str, mode: str, pcaps: dict, seconds: float,
+                        binary: Path | None = None) -> float | None:
         pipe = PIPELINES.get(traffic, PIPELINES["classic"])
         # static MACs: stream k's frames go to sink port 2 + k
         macs = ('[[mac]]\nmac = "02:00:00:00:00:02"\nport = 2\n'
@@ -338,7 +351,7 @@ class Bench:
         core = ["-l", "0" if lcores == 1 else "0,1"]
         sock = self.work / "ctl.sock"
         p = self.procs.start(f"switch_pcap_{traffic}_{mode.replace(' ', '_')}",
-                             [self.bin["switch"], *eal(self.procs.prefix("sp"), core, vdevs), "--",
+                             [binary or self.bin["switch"], *eal(self.procs.prefix("sp"), core, vdevs), "--",
                               "--config", cfg, "--ctl-socket", sock, "--idle-sleep-us", "0",
                               "--stats-interval", "1", "--quiet"])
         # Packets that reached a program: rx minus those a full hand-off ring
@@ -390,17 +403,24 @@ class Bench:
         reps = self.a.reps or (1 if self.quick else 3)
         seconds = 3 if self.quick else 5
         runs = []
+        modes = [m for m in PCAP_MODES if m in self.pcap_modes()]
+        base = self.baseline_switch()
         for r in range(reps):
             for traffic in self.traffics():
-                for mode in PCAP_MODES:
-                    # interleaved, alternating order: both see the same machine state
-                    order = ["switch", "testpmd"] if r % 2 == 0 else ["testpmd", "switch"]
+                for mode in modes:
+                    # interleaved, alternating order: every DUT sees the same machine state
+                    order = ["switch", "testpmd"] + (["baseline"] if base else [])
+                    if r % 2:
+                        order.reverse()
                     res = {}
                     for dut in order:
                         self.progress(f"throughput pcap: rep {r + 1}/{reps} {traffic} lcores={mode} {dut}")
-                        fn = self.run_pcap_switch if dut == "switch" else self.run_pcap_testpmd
                         self.last_cpu = None
-                        res[dut] = fn(traffic, mode, pcaps, seconds)
+                        if dut == "testpmd":
+                            res[dut] = self.run_pcap_testpmd(traffic, mode, pcaps, seconds)
+                        else:
+                            res[dut] = self.run_pcap_switch(traffic, mode, pcaps, seconds,
+                                                            base if dut == "baseline" else None)
                         res[dut + "_cpu"] = self.last_cpu
                     runs.append({"rep": r, "traffic": traffic, "lcores": mode, **res})
         return {"seconds_per_run": seconds, "reps": reps, "runs": runs, "summary": summarize(runs),
@@ -815,6 +835,13 @@ def summarize(runs: list[dict]) -> list[dict]:
                     "cpu_ratio_median": median(cpu_ratios),
                     "cpu_ratio_min": min(cpu_ratios) if cpu_ratios else None,
                     "cpu_ratio_max": max(cpu_ratios) if cpu_ratios else None,
+                    "baseline_mpps": median([r.get("baseline") for r in rs]),
+                    "baseline_ratio_median": median([r["baseline"] / r["testpmd"] for r in rs
+                                                     if r.get("baseline") and r.get("testpmd")]),
+                    "baseline_cpu_ratio_median": median([per_cpu(r, "baseline") / per_cpu(r, "testpmd") for r in rs
+                                                         if per_cpu(r, "baseline") and per_cpu(r, "testpmd")]),
+                    "switch_over_baseline": median([r["switch"] / r["baseline"] for r in rs
+                                                    if r.get("switch") and r.get("baseline")]),
                     "switch_refused": median([r.get("switch_refused") for r in rs]),
                     "testpmd_refused": median([r.get("testpmd_refused") for r in rs]),
                     "switch_mpps_per_lcore": sw / n_lcores(lc) if sw else None,
@@ -914,6 +941,16 @@ def markdown(res: dict) -> str:
                      f"{fmt(s.get('switch_cpu'))} / {fmt(s.get('testpmd_cpu'))} | {fmt(s.get('cpu_ratio_median'), 3)} | "
                      f"{fmt(s.get('cpu_ratio_min'), 3)}–{fmt(s.get('cpu_ratio_max'), 3)} |")
         L.append("")
+        if any(s.get("baseline_mpps") for s in r["summary"]):
+            L += ["Baseline (`--baseline-build`): a second agq-switch binary in the same reps, same ports; "
+                  "ratios are medians over reps.", "",
+                  "| traffic | dataplane lcores | baseline Mpps | baseline / testpmd | per vCPU | "
+                  "this build / baseline |", "|---|---:|---:|---:|---:|---:|"]
+            for s in r["summary"]:
+                L.append(f"| {s['traffic']} | {s['lcores']} | {fmt(s.get('baseline_mpps'))} | "
+                         f"{fmt(s.get('baseline_ratio_median'), 3)} | {fmt(s.get('baseline_cpu_ratio_median'), 3)} | "
+                         f"{fmt(s.get('switch_over_baseline'), 3)} |")
+            L.append("")
         if key == "memif":
             L += [f"Generator: {r.get('generator', 'bench_gen')}. Refused = share of the generator's frames the "
                   "device's full rings refused (median): above 0, the device under test, not the generator, "
@@ -1169,6 +1206,11 @@ def main() -> int:
                     help="comma list of parts: pipeline,pcap,memif,e2e")
     ap.add_argument("--traffic", default="",
                     help="comma list of traffics for the pcap/memif parts (default all: " + ",".join(TRAFFICS) + ")")
+    ap.add_argument("--pcap-modes", default="",
+                    help="comma list of pcap lcore modes: 1,steered,hand-off (default all)")
+    ap.add_argument("--baseline-build", type=Path, default=None,
+                    help="build dir of a second agq-switch (e.g. main's) measured beside this one in the pcap "
+                         "part, same ports, same reps")
     ap.add_argument("--reps", type=int, default=0, help="interleaved repetitions (default 3, quick 1)")
     ap.add_argument("--no-build", action="store_true", help="do not run cmake/ninja first")
     ap.add_argument("--no-boost", action="store_true",

@@ -202,9 +202,25 @@ std::size_t ControlPlane::age_macs(uint64_t now) {
     }
     if (idle.empty()) return 0;
   }
-  // Removed everywhere, so the instances' tables stay equal. A station that
-  // spoke between the two steps is learned again by its next packet's digest.
-  return pipes_.all([&](pipeline::SwitchProgram& p) { return p.forwarding().expire(idle); });
+  // Removed everywhere, so the instances' tables stay equal. Each instance
+  // re-checks idleness as it removes (expire_idle): a station that spoke
+  // between the two steps (on any lcore) keeps its entry there, and gets it
+  // back in every instance that removed it, before any digest is applied
+  // (this thread applies them), so it is neither aged nor counted as
+  // learned again.
+  std::vector<std::vector<std::pair<uint64_t, tna::PortId>>> kept(pipes_.count());
+  for (unsigned i = 0; i < pipes_.count(); ++i)
+    kept[i] = pipes_.on(i, [&](pipeline::SwitchProgram& p) { return p.forwarding().expire_idle(idle, now); });
+  std::vector<std::pair<uint64_t, tna::PortId>> back;
+  for (const auto& k : kept) back.insert(back.end(), k.begin(), k.end());
+  std::sort(back.begin(), back.end());
+  back.erase(std::unique(back.begin(), back.end(), [](const auto& a, const auto& b) { return a.first == b.first; }),
+             back.end());
+  if (!back.empty())
+    pipes_.all([&](pipeline::SwitchProgram& p) {
+      for (const auto& [key, port] : back) p.forwarding().restore_learned(key, port, now);
+    });
+  return idle.size() - back.size();
 }
 
 // Learned MACs, reported by any lcore's instance, installed in every

@@ -247,9 +247,12 @@ int SwitchDataplane::loop(Lcore& c) {
     uint64_t got = 0, now = 0;
     for (RxQueue& q : c.rxq) {
       if (unlikely(q.off)) continue;
+      // A queue under the memif ring check notes the stats-reset sequence
+      // before its burst (see check_memif_ring).
+      const uint32_t reset_seq = unlikely(q.verify) ? stats_reset_seq_.load(std::memory_order_acquire) : 0;
       uint16_t n = rte_eth_rx_burst(q.port, q.queue, c.rx.data(), opt_.burst);
       if (n == 0) continue;
-      if (unlikely(q.verify) && !check_memif_ring(c, q, c.rx.data(), n)) continue;
+      if (unlikely(q.verify) && !check_memif_ring(c, q, c.rx.data(), n, reset_seq)) continue;
       got += n;
       c.counters.rx.add(n);
       n = sim_drop_rx(c, q.port, c.rx.data(), n);
@@ -322,8 +325,14 @@ void SwitchDataplane::ingest(Lcore& c, uint16_t port, rte_mbuf** pkts, uint16_t 
   constexpr uint16_t kAhead = 4;
   if constexpr (kSharded)
     for (uint16_t i = 0; i < n && i < kAhead; ++i) rte_prefetch0(rte_pktmbuf_mtod(pkts[i], void*));
+  // The mbufs' first cache lines (nb_segs, data_off, data_len) a few packets
+  // ahead: with several rx queues per round the PMD's writes to them have
+  // left L1 by the time this pass reads them (perf: the nb_segs load was
+  // this loop's hot spot).
+  for (uint16_t i = 0; i < n && i < kAhead; ++i) rte_prefetch0(pkts[i]);
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf* m = pkts[i];
+    if (i + kAhead < n) rte_prefetch0(pkts[i + kAhead]);
     if constexpr (kSharded)
       if (i + kAhead < n) rte_prefetch0(rte_pktmbuf_mtod(pkts[i + kAhead], void*));
     // The program sees one contiguous frame.
@@ -499,12 +508,24 @@ void SwitchDataplane::multicast(Lcore& c, rte_mbuf* m, const tna::Decision& d, b
 // port goes to lcore 0 (queue 0) through the fallback ring, and the
 // shards of this lcore reach it through the software hand-off from
 // whoever reads ring 0. A reconnect (link down, then up) re-arms the check.
-bool SwitchDataplane::check_memif_ring(Lcore& c, RxQueue& q, rte_mbuf** pkts, uint16_t n) {
+//
+// The statistics are cumulative and the control thread may reset them
+// (`agqctl` clearing port counters) at any time: a reset between this
+// burst's rx and the read below zeroes the count of a queue that does have
+// a ring. Misreading that as "no ring" used to drop the burst and switch a
+// working queue off. So a zero read while a reset ran (the sequence count
+// moved or is odd) decides nothing: the burst is the client's as far as
+// anyone can tell (processed), and the next burst is checked again.
+bool SwitchDataplane::check_memif_ring(Lcore& c, RxQueue& q, rte_mbuf** pkts, uint16_t n, uint32_t reset_seq) {
   rte_eth_stats st{};
   const bool can_tell = q.queue < RTE_ETHDEV_QUEUE_STAT_CNTRS && rte_eth_stats_get(q.port, &st) == 0;
   if (!can_tell || st.q_ipackets[q.queue] != 0) {
     q.verify = false;  // the client has this ring
     return true;
+  }
+  if ((reset_seq & 1) != 0 || stats_reset_seq_.load(std::memory_order_acquire) != reset_seq) {
+    c.counters.memif_check_retries.add(1);
+    return true;  // a reset raced the read: keep q.verify, decide on the next burst
   }
   rte_pktmbuf_free_bulk(pkts, n);
   c.counters.memif_missing_drops.add(n);
@@ -561,6 +582,12 @@ uint16_t SwitchDataplane::sim_drop_rx(Lcore& c, uint16_t port, rte_mbuf** pkts, 
     }
   }
   return kept;
+}
+
+void SwitchDataplane::reset_port_stats() {
+  stats_reset_seq_.fetch_add(1, std::memory_order_acq_rel);  // odd: resetting
+  for (uint16_t p = 0; p < ports_.count(); ++p) rte_eth_stats_reset(p);
+  stats_reset_seq_.fetch_add(1, std::memory_order_acq_rel);
 }
 
 void SwitchDataplane::push_mac_digest(unsigned index, const tna::MacDigest& d) {

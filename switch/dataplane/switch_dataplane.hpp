@@ -104,6 +104,12 @@ class SwitchDataplane {
   const DropSim& drop_sim() const { return drop_sim_; }
   uint64_t sim_drops(uint16_t port, SimDir d) const;
 
+  // rte_eth_stats_reset on every port (control thread). Bracketed by a
+  // sequence count the memif ring check reads (check_memif_ring): a reset
+  // that lands between a queue's first rx burst and its statistics read
+  // would make a queue with a ring look like one without.
+  void reset_port_stats();
+
   // MAC digests the lcores reported since the last call (control thread).
   std::vector<tna::MacDigest> take_mac_digests();
   // Lcore `index`'s digest ring producer side (its program's sink).
@@ -123,7 +129,7 @@ class SwitchDataplane {
   uint16_t sim_drop_rx(Lcore& c, uint16_t port, rte_mbuf** pkts, uint16_t n);
   void transmit(Lcore& c, uint16_t port, rte_mbuf* m, bool sim_tx);
   void transmit_sim(Lcore& c, uint16_t port, rte_mbuf* m);
-  bool check_memif_ring(Lcore& c, RxQueue& q, rte_mbuf** pkts, uint16_t n);
+  bool check_memif_ring(Lcore& c, RxQueue& q, rte_mbuf** pkts, uint16_t n, uint32_t reset_seq);
   void rearm_memif_queues(Lcore& c);
   bool drain_shared_tx(Lcore& c);
   void flush_all(Lcore& c);
@@ -137,6 +143,7 @@ class SwitchDataplane {
   std::vector<rte_ring*> fallback_tx_;          // by port (multi-queue memif): to lcore 0, which owns queue 0
   std::unique_ptr<CommandRings> commands_;
   const std::atomic<bool>* stop_ = nullptr;
+  std::atomic<uint32_t> stats_reset_seq_{0};  // odd while reset_port_stats() runs
 };
 
 }  // namespace agq::dataplane

@@ -36,7 +36,7 @@ std::vector<control::PortStatsRow> SwitchView::port_stats() {
 }
 
 void SwitchView::clear_port_stats() {
-  for (uint16_t p = 0; p < ports_.count(); ++p) rte_eth_stats_reset(p);
+  dp_.reset_port_stats();
   base_ = dp_.totals();
   tx_dropped_base_.assign(ports_.count(), 0);
   for (uint16_t p = 0; p < ports_.count(); ++p) tx_dropped_base_[p] = dp_.tx_dropped(p);

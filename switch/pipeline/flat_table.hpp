@@ -32,6 +32,11 @@ class FlatTable {
 
   std::size_t size() const { return size_; }
   std::size_t capacity() const { return capacity_; }
+  // Bumped by every insert, erase and clear: a pointer returned by find()
+  // (and a remembered miss) is valid while the generation has not changed,
+  // which is what a last-hit memo of a lookup checks (Forwarding::MacMemo).
+  // Writes through such a pointer (a value changed in place) do not bump it.
+  uint64_t generation() const { return generation_; }
 
   // Fibonacci hashing: the multiply spreads the low-entropy bits of a MAC
   // (often only the last octets differ) over the slot index.
@@ -57,6 +62,7 @@ class FlatTable {
       if (slots_[i].key == key) return false;
     slots_[i] = Slot{key, v};
     ++size_;
+    ++generation_;
     return true;
   }
 
@@ -78,12 +84,14 @@ class FlatTable {
     }
     slots_[i] = Slot{};
     --size_;
+    ++generation_;
     return true;
   }
 
   void clear() {
     slots_.assign(slots_.size(), Slot{});
     size_ = 0;
+    ++generation_;
   }
 
   template <typename Fn>
@@ -112,6 +120,7 @@ class FlatTable {
   std::size_t mask_ = 0;
   unsigned shift_ = 0;
   std::size_t size_ = 0;
+  uint64_t generation_ = 0;
   std::vector<Slot> slots_;
 };
 

@@ -103,6 +103,31 @@ std::size_t Forwarding::expire(std::span<const uint64_t> keys) {
   return n;
 }
 
+std::vector<std::pair<uint64_t, tna::PortId>> Forwarding::expire_idle(std::span<const uint64_t> keys,
+                                                                        uint64_t now_ns) {
+  std::vector<std::pair<uint64_t, tna::PortId>> kept;
+  std::size_t n = 0;
+  for (uint64_t k : keys) {
+    const MacEntry* e = dmac_.find(k);
+    if (!e || e->is_static) continue;
+    // idle_learned()'s rule: an entry stamped at or after `now` is fresh.
+    if (cfg_.ageing_ns != 0 && now_ns > e->last_seen_ns && now_ns - e->last_seen_ns > cfg_.ageing_ns) {
+      n += dmac_.erase(k);
+    } else {
+      kept.emplace_back(k, e->port);
+    }
+  }
+  c_.aged += n;
+  return kept;
+}
+
+bool Forwarding::restore_learned(uint64_t key, tna::PortId port, uint64_t now_ns) {
+  if (is_group(key) || port == tna::kNoPort || dmac_.find(key)) return false;
+  if (!dmac_.insert(key, MacEntry{port, false, now_ns})) return false;
+  if (c_.aged) --c_.aged;
+  return true;
+}
+
 std::size_t Forwarding::age_out(uint64_t now_ns) { return expire(idle_learned(now_ns)); }
 
 bool Forwarding::is_table_counter(std::string_view name) {
@@ -117,10 +142,13 @@ void Forwarding::learn(uint64_t src, tna::PortId port, uint64_t now_ns) {
   // could never match, since group destinations flood before dmac, and would
   // only take a slot. kNoPort (no ingress port known) is not a place to send.
   if (is_group(src) || port == tna::kNoPort) return;
-  MacEntry* e = dmac_.find(src);
+  MacEntry* e = find_mac(src_memo_, src);
   if (e && e->port == port && !e->is_static) {
     // The hit state ageing reads (TNA's idle timeout): this instance's own.
-    e->last_seen_ns = now_ns;
+    // The dataplane stamps a whole poll round with one time, so this stores
+    // only on the round's first packet of the station: no line dirtied per
+    // packet.
+    if (e->last_seen_ns != now_ns) e->last_seen_ns = now_ns;
     return;
   }
   learn_slow(src, port, now_ns, e);
@@ -180,7 +208,8 @@ Forwarding::DigestResult Forwarding::install_learned(uint64_t src, tna::PortId p
 
 // --- data plane ------------------------------------------------------------
 
-void Forwarding::decide(Fields& f, Hoisted h, const tna::IngressIntrinsicMd& md, tna::Decision& out) {
+Forwarding::Counted Forwarding::decide(Fields& f, Hoisted h, const tna::IngressIntrinsicMd& md,
+                                       tna::Decision& out, DecisionCounts& n) {
   const tna::PortId in = md.ingress_port;
   if (h.learning) learn(f.src, in, md.ingress_mac_tstamp_ns);
 
@@ -192,9 +221,9 @@ void Forwarding::decide(Fields& f, Hoisted h, const tna::IngressIntrinsicMd& md,
     if (const uint64_t* mac = arp_proxy_.find(f.arp_tpa)) {
       f.arp_answer = *mac;
       f.arp_answered = true;
-      ++c_.arp_answered;
+      ++n.n[kCountedArp];
       out = tna::Decision::unicast(in);
-      return;
+      return kCountedArp;
     }
   }
 
@@ -203,30 +232,31 @@ void Forwarding::decide(Fields& f, Hoisted h, const tna::IngressIntrinsicMd& md,
     if (const tna::PortId* port = ipv4_host_.find(f.ipv4_dst)) {
       if (*port == in) {
         out = tna::Decision::drop(reason(DropReason::L2SamePort));
-        return;
+        return kCountedNone;
       }
-      ++c_.routed;
+      ++n.n[kCountedRouted];
       out = tna::Decision::unicast(*port);
-      return;
+      return kCountedRouted;
     }
   }
 
   // L2.
   if (!is_group(f.dst)) {
-    if (const MacEntry* e = dmac_.find(f.dst)) {
+    if (const MacEntry* e = find_mac(dst_memo_, f.dst)) {
       if (e->port == in) {
         out = tna::Decision::drop(reason(DropReason::L2SamePort));
-        return;
+        return kCountedNone;
       }
-      ++c_.l2_unicast;
+      ++n.n[kCountedL2];
       out = tna::Decision::unicast(e->port);
-      return;
+      return kCountedL2;
     }
   }
   // Broadcast, multicast, unknown unicast. Whether any port is left after
   // pruning is the PRE's business (the program turns that into L2NoPorts).
-  ++c_.flooded;
+  ++n.n[kCountedFlooded];
   out = tna::Decision::multicast(kFloodGroup, in);
+  return kCountedFlooded;
 }
 
 void Forwarding::read_fields(const uint8_t* frame, const FrameView& v, Fields& f) {
@@ -262,28 +292,53 @@ void Forwarding::write_arp_reply(uint8_t* frame, uint8_t* arp, uint64_t answer) 
 void Forwarding::apply(uint8_t* frame, const FrameView& v, const tna::IngressIntrinsicMd& md, tna::Decision& out) {
   Fields f;
   read_fields(frame, v, f);
-  decide(f, hoisted(), md, out);
+  DecisionCounts n;
+  decide(f, hoisted(), md, out, n);
+  add(n);
   if (f.arp_answered) write_arp_reply(frame, frame + v.l3_offset, f.arp_answer);
 }
 
 void Forwarding::apply_burst(tna::BurstPacket* pkts, const FrameView* views, const uint8_t* idx, unsigned n) {
-  Fields f[kBurstMax];
   const Hoisted h = hoisted();
-  // Stage 1: the keys of every frame, and the table slots they will read
-  // started loading (the frames themselves were touched by the parser).
+  // Stage 1: start loading the table slots the frames will read (the frames
+  // themselves were touched by the parser). A key equal to the previous
+  // frame's is not prefetched again: a burst of one flow hits the lookup
+  // memos (find_mac) or repeats a decision, and reads no slot at all.
+  uint64_t prev_src = ~0ull, prev_dst = ~0ull;
   for (unsigned j = 0; j < n; ++j) {
     const unsigned i = idx[j];
-    read_fields(pkts[i].bytes, views[i], f[j]);
-    if (h.learning) dmac_.prefetch(f[j].src);
-    if (!is_group(f[j].dst)) dmac_.prefetch(f[j].dst);
-    if (h.routes && f[j].ipv4) ipv4_host_.prefetch(f[j].ipv4_dst);
+    const uint64_t dst = load_mac(pkts[i].bytes), src = load_mac(pkts[i].bytes + 6);
+    if (h.learning && src != prev_src) dmac_.prefetch(src);
+    if (dst != prev_dst && !is_group(dst)) dmac_.prefetch(dst);
+    if (h.routes && views[i].ipv4_valid) ipv4_host_.prefetch(proto::load_be32(pkts[i].bytes + views[i].l3_offset + 16));
+    prev_src = src;
+    prev_dst = dst;
   }
-  // Stage 2: the control, in arrival order.
+  // Stage 2: the control, in arrival order; a frame with the previous
+  // frame's decision inputs (repeats()) takes its decision and its count.
+  DecisionCounts counts;
+  const tna::BurstPacket* prev = nullptr;
+  const FrameView* prev_view = nullptr;
+  Counted prev_counted = kCountedNone;
   for (unsigned j = 0; j < n; ++j) {
     tna::BurstPacket& p = pkts[idx[j]];
-    decide(f[j], h, p.md, p.decision);
-    if (f[j].arp_answered) write_arp_reply(p.bytes, p.bytes + views[idx[j]].l3_offset, f[j].arp_answer);
+    const FrameView& v = views[idx[j]];
+    if (prev && repeats(*prev, *prev_view, p, v, h)) {
+      p.decision = prev->decision;
+      ++counts.n[prev_counted];
+      continue;
+    }
+    Fields f;
+    read_fields(p.bytes, v, f);
+    prev_counted = decide(f, h, p.md, p.decision, counts);
+    prev = &p;
+    prev_view = &v;
+    if (f.arp_answered) {
+      write_arp_reply(p.bytes, p.bytes + v.l3_offset, f.arp_answer);
+      prev = nullptr;  // its bytes are the reply's now
+    }
   }
+  add(counts);
 }
 
 tna::Decision Forwarding::apply(Headers& hdr, const tna::IngressIntrinsicMd& md) {
@@ -301,7 +356,9 @@ tna::Decision Forwarding::apply(Headers& hdr, const tna::IngressIntrinsicMd& md)
     f.ipv4_dst = hdr.ipv4.dst;
   }
   tna::Decision d;
-  decide(f, hoisted(), md, d);
+  DecisionCounts n;
+  decide(f, hoisted(), md, d, n);
+  add(n);
   if (f.arp_answered) {
     proto::Arp& a = hdr.arp;
     const Mac mac = mac_of(f.arp_answer);

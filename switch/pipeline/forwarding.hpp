@@ -104,6 +104,20 @@ class Forwarding {
   // Removes the learned entries among `keys` (static ones stay); returns
   // how many and counts them in fwd_aged.
   std::size_t expire(std::span<const uint64_t> keys);
+  // One instance's part of ControlPlane::age_macs, race-free: removes the
+  // learned entries among `keys` (collected at `now_ns` by idle_learned on
+  // every instance) that are *still* idle at `now_ns` here, the check and
+  // the removal in one step on this instance's lcore, and counts them in
+  // fwd_aged. A station whose packet refreshed it since the keys were
+  // collected keeps its entry; those entries (key, port) are returned, and
+  // the control plane puts them back into the instances that removed them
+  // (restore_learned), so the tables stay equal and a station that never
+  // stopped talking is neither aged nor learned again.
+  std::vector<std::pair<uint64_t, tna::PortId>> expire_idle(std::span<const uint64_t> keys, uint64_t now_ns);
+  // Puts back an entry expire_idle removed here but another instance kept:
+  // a learned entry stamped `now_ns`, not counted in fwd_learned, its count
+  // in fwd_aged given back. False (nothing changes) if the MAC is present.
+  bool restore_learned(uint64_t key, tna::PortId port, uint64_t now_ns);
   // Counters of table state every instance holds alike, because the control
   // plane applies the change to every instance (installed digests:
   // fwd_learned, fwd_moved; fwd_aged; table sizes). A sum over instances
@@ -173,10 +187,78 @@ class Forwarding {
   void clear_counters();
 
  private:
+  // What decide() may skip for a whole burst: learning off, no host route,
+  // no ARP proxy entry (a lookup in an empty table is a miss). Read once per
+  // burst; nothing on the packet path changes them (learning only writes
+  // dmac).
+  struct Hoisted {
+    bool learning, routes, arp_proxies;
+  };
   struct Counters {
     uint64_t routed = 0, l2_unicast = 0, flooded = 0, arp_answered = 0, learned = 0,
              moved = 0, aged = 0, digests = 0;
   };
+  // The per-packet decision counters, kept on the stack over a burst and
+  // added to c_ once at its end (a member incremented per packet is a
+  // load-add-store chain through memory). decide() returns which one it
+  // counted, so a repeated decision (apply_burst) counts the same.
+  enum Counted : uint8_t { kCountedNone, kCountedRouted, kCountedL2, kCountedFlooded, kCountedArp, kCountedN };
+  struct DecisionCounts {
+    uint32_t n[kCountedN] = {};
+  };
+  void add(const DecisionCounts& d) {
+    c_.routed += d.n[kCountedRouted];
+    c_.l2_unicast += d.n[kCountedL2];
+    c_.flooded += d.n[kCountedFlooded];
+    c_.arp_answered += d.n[kCountedArp];
+  }
+  // Whether packet `b` (view vb) gets exactly the decision packet `a` (view
+  // va, decided just before it, not an answered ARP request) got, with no
+  // side effect but its counter: same MACs, same ingress port and time
+  // stamp, neither is ARP, and with host routes installed the same IPv4
+  // destination (or neither IPv4). Then b's learning is a no-op (a's has
+  // just learned, moved or refreshed the same source at the same time, or
+  // reported it to a digest filter that holds it back, or found it static
+  // or a full table), and its lookups read what a's read.
+  [[gnu::always_inline]] static bool repeats(const tna::BurstPacket& a, const FrameView& va,
+                                             const tna::BurstPacket& b, const FrameView& vb, Hoisted h) {
+    uint64_t a8, b8;
+    uint32_t a4, b4;
+    __builtin_memcpy(&a8, a.bytes, 8);
+    __builtin_memcpy(&b8, b.bytes, 8);
+    __builtin_memcpy(&a4, a.bytes + 8, 4);
+    __builtin_memcpy(&b4, b.bytes + 8, 4);
+    if (((a8 ^ b8) | (a4 ^ b4)) != 0 || va.arp_valid || vb.arp_valid) return false;
+    if (a.md.ingress_port != b.md.ingress_port || a.md.ingress_mac_tstamp_ns != b.md.ingress_mac_tstamp_ns)
+      return false;
+    if (!h.routes) return true;
+    if (va.ipv4_valid != vb.ipv4_valid) return false;
+    return !va.ipv4_valid || __builtin_memcmp(a.bytes + va.l3_offset + 16, b.bytes + vb.l3_offset + 16, 4) == 0;
+  }
+  // A one-entry memo of a dmac lookup (VPP l2-input's "cached key", OVS's
+  // EMC with one way): the last key looked up in this role and what find()
+  // returned for it (the entry, or null for a miss), valid while the table's
+  // generation is unchanged -- every insert and erase bumps it (learning,
+  // digests, static entries, ageing, removal), so a memo never outlives the
+  // state it was read from. Values changed in place (a move, a static entry
+  // replacing a learned one, a refresh) are read through the pointer, so
+  // they need no bump. A burst of one flow thus does one lookup per role
+  // instead of one per packet. One for source (learning), one for
+  // destination (forwarding): they alternate within every packet.
+  struct MacMemo {
+    uint64_t key = ~0ull;
+    uint64_t generation = ~0ull;
+    MacEntry* entry = nullptr;
+  };
+  [[gnu::always_inline]] MacEntry* find_mac(MacMemo& m, uint64_t key) {
+    const uint64_t g = dmac_.generation();
+    if (key == m.key && g == m.generation) return m.entry;
+    m.key = key;
+    m.generation = g;
+    m.entry = dmac_.find(key);
+    return m.entry;
+  }
+  MacMemo src_memo_, dst_memo_;
   // What the decision needs from a frame, however it was parsed.
   // Trivial (no member initializers), so a burst's array costs nothing to
   // declare: read_fields() writes every member, `Fields f{}` zeroes one.
@@ -190,13 +272,6 @@ class Forwarding {
     bool arp_answered;
     uint64_t arp_answer;
   };
-  // What decide() may skip for a whole burst: learning off, no host route,
-  // no ARP proxy entry (a lookup in an empty table is a miss). Read once per
-  // burst; nothing on the packet path changes them (learning only writes
-  // dmac).
-  struct Hoisted {
-    bool learning, routes, arp_proxies;
-  };
   Hoisted hoisted() const { return {cfg_.learning, ipv4_host_.size() != 0, arp_proxy_.size() != 0}; }
   // The fields of a frame parsed into `v`, read in place.
   [[gnu::always_inline]] static inline void read_fields(const uint8_t* frame, const FrameView& v, Fields& f);
@@ -206,8 +281,8 @@ class Forwarding {
   // The forwarding control proper; on a proxied ARP request it sets
   // f.arp_answer* and the caller rewrites the frame or the headers.
   // Inlined into every apply (defined in forwarding.cpp, the only user).
-  [[gnu::always_inline]] inline void decide(Fields& f, Hoisted h, const tna::IngressIntrinsicMd& md,
-                                            tna::Decision& out);
+  [[gnu::always_inline]] inline Counted decide(Fields& f, Hoisted h, const tna::IngressIntrinsicMd& md,
+                                               tna::Decision& out, DecisionCounts& n);
   // Learning: the common case (a known station on its port) refreshes the
   // hit state inline; everything else takes learn_slow().
   [[gnu::always_inline]] inline void learn(uint64_t src, tna::PortId port, uint64_t now_ns);

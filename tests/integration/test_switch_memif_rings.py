@@ -56,3 +56,53 @@ def test_client_with_fewer_rings_is_detected_and_served(procs, tmp_path):
     wait_for(lambda: counters(ctl)["dp.memif_missing_rings"] > before, 10, what="the check re-armed")
     assert sw.alive(), sw.output()
     assert sw.stop() == 0, sw.output()
+
+
+def test_port_stats_cleared_while_queues_are_checked_keeps_every_ring(procs, tmp_path):
+    """A client with every ring, connecting again and again while the port
+    statistics are cleared in a loop (`agqctl clear ports`): the ring check
+    reads those statistics, and a clear landing between a queue's first
+    burst and that read must not make a queue with a ring look like one
+    without (which dropped the burst and switched a working queue off).
+    The race window is microseconds, so this guards the rule rather than
+    reproducing the old failure every run."""
+    import threading
+
+    from harness import agqctl
+
+    cfg = tmp_path / "sw.toml"
+    cfg.write_text(CONFIG)
+    ctl = tmp_path / "ctl.sock"
+    socks = [tmp_path / f"m{i}.sock" for i in range(2)]
+    sw = procs.start("switch", [binary("agq-switch"),
+                                *eal_args(unique_prefix("mrc"), "0,1",
+                                          [memif_vdev(i, socks[i], "server") for i in range(2)]),
+                                "--", "--config", cfg, "--ctl-socket", ctl, "--idle-sleep-us", "50",
+                                "--memif-queues", "2"])
+    wait_for(lambda: ctl.exists() and all(s.exists() for s in socks), 30, what="switch up")
+    stop = threading.Event()
+
+    def clear_loop():
+        while not stop.is_set():
+            agqctl(ctl, "clear", "ports")
+
+    t = threading.Thread(target=clear_loop)
+    t.start()
+    try:
+        for k in range(3):
+            g = procs.start(f"gen{k}", [binary("bench_gen"),
+                                        *eal_args(unique_prefix("mrc"), "1",
+                                                  [memif_vdev(i, socks[i], "client") for i in range(2)]),
+                                        "--", "--traffic", "l2", "--seconds", "1", "--warmup", "0",
+                                        "--queues", "2", "--rate-mpps", "0.5"])
+            assert g.wait(60) == 0, g.output()
+            r = json.loads([l for l in g.output().splitlines() if l.startswith("{")][-1])
+            assert r["rx_pkts"] > 0.5 * r["tx_pkts"], r
+    finally:
+        stop.set()
+        t.join()
+    c = counters(ctl)
+    assert c["dp.memif_missing_rings"] == 0, c
+    assert c["dp.memif_missing_drops"] == 0, c
+    assert "has no ring" not in sw.output(), sw.output()
+    assert sw.stop() == 0, sw.output()

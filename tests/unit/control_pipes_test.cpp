@@ -198,5 +198,88 @@ TEST(Pipes, LearnedMacsAreCountedOnceAndAgedOnTheUnionOfTheInstancesViews) {
   EXPECT_EQ(cp.age_macs(t0 + 20 * kSecond), 0u);
 }
 
+// The ageing race: a station idle on every instance when age_macs collects
+// the idle entries talks again (on instance 1) before the removal runs. Each
+// instance re-checks as it removes: instance 1 keeps the entry, instance 0
+// removes it and gets it back, so the station is neither aged nor learned a
+// second time, and the tables stay equal.
+TEST(Pipes, AStationThatTalksWhileBeingAgedKeepsItsEntryEverywhere) {
+  TwoPipes t;
+  Pipes& p = *t.pipes;
+  constexpr uint64_t kSecond = 1'000'000'000;
+  const uint64_t t0 = 100 * kSecond, t_age = t0 + 10 * kSecond;
+  const tna::MacDigest busy{{0x02, 0, 0, 0, 0, 0xB1}, 1}, idle{{0x02, 0, 0, 0, 0, 0x1D}, 2};
+  proto::UdpFrameSpec f;
+  f.dst_mac = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+  f.src_mac = {0x02, 0, 0, 0, 0, 0xB1};
+  f.src_port = f.dst_port = 9999;
+  const uint8_t payload[8] = {};
+  auto frame = proto::build_udp_frame(f, payload);
+  // Runs every closure on the caller's thread, like lcores that answer at
+  // once; before the third one (age_macs' first removal, after both
+  // instances reported their idle entries) station `busy` sends a packet
+  // that reaches instance 1.
+  struct RacingExecutor : Executor {
+    Pipes* pipes = nullptr;
+    std::vector<uint8_t>* frame = nullptr;
+    uint64_t at = 0;
+    unsigned calls = 0;
+    void run(const std::vector<unsigned>& which, const std::function<void(unsigned)>& fn) override {
+      if (++calls == 3) {
+        tna::IngressIntrinsicMd md;
+        md.ingress_port = 1;
+        md.ingress_mac_tstamp_ns = at;
+        pipes->instance(1).process(*frame, md);
+      }
+      for (unsigned i : which) fn(i);
+    }
+  } ex;
+  NoDataplane dp;
+  ControlPlane cp(p, dp, "");
+  p.all([&](pipeline::SwitchProgram& s) {
+    s.forwarding().set_ageing_ns(5 * kSecond);
+    s.forwarding().apply_mac_digest(busy, t0);
+    s.forwarding().apply_mac_digest(idle, t0);
+  });
+  ex.pipes = &p;
+  ex.frame = &frame;
+  ex.at = t_age;
+  p.set_executor(&ex);
+  auto table = [&](unsigned i) {
+    std::vector<proto::Mac> macs;
+    p.instance(i).forwarding().for_each_mac([&](const proto::Mac& m, const auto&) { macs.push_back(m); });
+    std::sort(macs.begin(), macs.end());
+    return macs;
+  };
+  auto counter = [&](std::string_view want) {
+    uint64_t v = ~0ull;
+    p.visit_counters([&](std::string_view n, uint64_t x) {
+      if (n == want) v = x;
+    });
+    return v;
+  };
+  EXPECT_EQ(cp.age_macs(t_age), 1u);  // `idle` only
+  ASSERT_GE(ex.calls, 3u);            // the packet went in between
+  const std::vector<proto::Mac> want{{0x02, 0, 0, 0, 0, 0xB1}};
+  EXPECT_EQ(table(0), want);
+  EXPECT_EQ(table(1), want);
+  p.set_executor(nullptr);
+  EXPECT_EQ(counter("fwd_aged"), 1u);
+  EXPECT_EQ(counter("fwd_learned"), 2u);
+  EXPECT_EQ(counter("fwd_mac_entries"), 1u);
+  for (unsigned i = 0; i < 2; ++i) {
+    uint64_t aged = 0;
+    p.instance(i).forwarding().visit_counters([&](std::string_view n, uint64_t x) {
+      if (n == "fwd_aged") aged = x;
+    });
+    EXPECT_EQ(aged, 1u) << "instance " << i;  // instance 0's removal of `busy` given back
+  }
+  // Later, idle everywhere: it goes.
+  EXPECT_EQ(cp.age_macs(t_age + 6 * kSecond), 1u);
+  EXPECT_TRUE(table(0).empty());
+  EXPECT_TRUE(table(1).empty());
+  EXPECT_EQ(counter("fwd_aged"), 2u);
+}
+
 }  // namespace
 }  // namespace agq::control
