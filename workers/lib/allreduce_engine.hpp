@@ -236,6 +236,7 @@ struct EngineStats {
   uint64_t link_downs = 0;
   uint64_t fast_retransmissions = 0; // resent because later sequences overtook them (part of the retransmissions)
   uint64_t tail_probes = 0;          // TLP probes (part of the retransmissions)
+  uint64_t probe_rack = 0;           // probe RESULTs that advanced RACK
   uint64_t away = 0;                 // ticks more than 2 ms apart (descheduled): timers paused for the gap
   uint64_t spurious = 0;             // retransmissions found unnecessary (the original completed: a resent RESULT followed)
   uint64_t reo_wnd_ns = 0;           // current RACK reorder window
