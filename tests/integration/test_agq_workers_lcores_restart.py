@@ -41,8 +41,8 @@ class Rig:
     with two memif queue pairs per port; slots 64 on 16 rows: 16-bit windows
     leave some sequences without room, which fall back to the PS."""
 
-    def __init__(self, procs, tmp_path):
-        self.procs, self.tmp = procs, tmp_path
+    def __init__(self, procs, tmp_path, memif_queues=2):
+        self.procs, self.tmp, self.memif_queues = procs, tmp_path, memif_queues
         self.socks = [tmp_path / f"q{i}.sock" for i in range(3)]
         self.ctl = tmp_path / "ctl.sock"
         self.tag = unique_prefix("lr")
@@ -65,7 +65,7 @@ class Rig:
         sw = self.procs.start(f"switch{self.starts}", [binary("agq-switch"),
                                                        *eal_args(f"{self.tag}sw{self.starts}", "0,1", vdevs), "--",
                                                        "--config", self.cfg, "--ctl-socket", self.ctl,
-                                                       "--idle-sleep-us", "100", "--memif-queues", "2"])
+                                                       "--idle-sleep-us", "100", "--memif-queues", self.memif_queues])
         wait_for(lambda: all(s.exists() for s in self.socks) and self.ctl.exists() or not sw.alive(), 30,
                  what="switch sockets")
         assert sw.alive(), sw.output()
@@ -160,6 +160,37 @@ def test_full_handoff_ring_is_a_counted_loss(procs, tmp_path):
     assert all(x["handed_off"] > 0 for x in s), s
     assert sum(x["handoff_drops"] for x in s) > 0, "the ring never overflowed: the test tests nothing"
     assert ps.stop(signal.SIGINT, 10) == 0, ps.output()[-2000:]
+
+
+def test_rings_follow_the_switch(procs, tmp_path):
+    """A two-lcore switch with one memif queue per port (--memif-queues 1):
+    the job from the switch says `rings` 1, so the PS connects with one ring
+    (two would be refused by the server: the link would never come up), and
+    a two-lcore worker process is told at once that it cannot connect its two
+    rings (exit 2, naming the flag), instead of waiting for a link that never
+    comes; one-lcore workers are exact."""
+    rig = Rig(procs, tmp_path, memif_queues=1)
+    rig.start_switch()
+    r = agqctl(rig.ctl, "job", "get", str(JOB), "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["rings"] == 1 and json.loads(r.stdout)["lcores"] == 2, r.stdout
+    ps = rig.ps()
+    bad = rig.worker(0, ["--elements", 320, "--rounds", 1], prefix="two")
+    assert bad.wait(60) == 2, bad.output()[-2000:]
+    assert "--memif-queues 2" in bad.output() and "at most 1 lcore " in bad.output(), bad.output()[-2000:]
+    ws = []
+    for w in range(2):
+        name = f"one{w}"
+        ws.append(procs.start(name, [binary("agq-worker"),
+                                     *eal_args(f"{rig.tag}{name}", str(w), [memif_vdev(0, rig.socks[1 + w], "client")]),
+                                     "--", "--protocol", "agq", "--switch-ctl", rig.ctl, "--job", JOB, "--ids", w,
+                                     "--verify", "all", "--json", "--progress", "0", "--idle-sleep-us", "100",
+                                     "--elements", 32 * 2000, "--rounds", 2, "--reply-timeout", "20"]))
+    for w in ws:
+        assert w.wait(150) == 0, w.output()[-3000:]
+        s = summary(w)
+        assert s["status"] == "ok" and s["exact"] == s["checked"] > 0 and s["fallbacks"] > 0, s
+    assert ps.stop(signal.SIGINT, 10) == 0, ps.output()[-2000:]
+    assert summary(ps)["rx_per_queue"] == [summary(ps)["counters"]["rx_pkts"]], summary(ps)
 
 
 def run_until_flowing(rig, job):
