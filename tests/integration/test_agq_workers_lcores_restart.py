@@ -254,6 +254,7 @@ def test_switch_killed_for_good(procs, tmp_path):
         assert s["status"] == "failed" and min(s["link"]["downs_per_lcore"]) >= 1, s
         assert s["link"]["port_restarts"] == 0 and s["link"]["failed_restarts"] >= 1, s["link"]
     # Bounded: 20 retries backing off to 0.5 s each, plus the wait for the link.
+    print(f"outcome: both failed, explained, {took:.1f} s after the kill")
     assert took < 60, f"the workers took {took:.1f} s to give up"
     assert ps.alive(), "the PS serves until it is stopped, switch or not"
     assert ps.stop(signal.SIGINT, 10) == 0, ps.output()[-2000:]
@@ -276,6 +277,7 @@ def test_dead_worker_process_then_job_reset(procs, tmp_path):
     out = ws[0].output()
     assert rc == 4, out[-3000:]
     assert "stalled" in out and "slot" in out and "reset the job" in out, out[-3000:]
+    print(f"outcome: the survivor failed, explained, {took:.1f} s after the kill")
     assert took < 60, f"the survivor took {took:.1f} s to give up"
     r = agqctl(rig.ctl, "job", "reset", str(JOB))
     assert r.returncode == 0, r.stdout + r.stderr
