@@ -260,12 +260,15 @@ struct AllreduceEngine::Impl {
     // memory: every encode and decode became a cache (and TLB) miss and the
     // worker's CPU time per chunk doubled. Prefetch what this slot touches
     // next, a round trip ahead: the output of this chunk (its RESULT's
-    // decode, its maximum) and the input of the slot's next chunk.
+    // decode, its maximum) and the input of the slot's next chunk (and
+    // the previous op's maximum of it, which sets its width).
     prefetch_chunk(en.op->output.data() + c * lanes, n_valid, true);
     __builtin_prefetch(en.op->chunk_max.data() + c, 1, 3);
-    if (sl.g + job.slots < en.end)
+    if (sl.g + job.slots < en.end) {
       prefetch_chunk(en.op->input.data() + (c + job.slots) * lanes,
                      unsigned(std::min<uint64_t>(lanes, n_el - (c + job.slots) * lanes)), false);
+      if (en.op->prev) __builtin_prefetch(en.op->prev->chunk_max.data() + c + job.slots, 0, 3);
+    }
     h[0] = kTypeData;
     h[1] = uint8_t(((sl.uses & 1) ? proto::kAgqFlagVersion : 0) | (clipped ? proto::kAgqFlagOverflow : 0));
     be16(h + 2, job.job_id);
@@ -760,6 +763,14 @@ int AllreduceEngine::on_frame(std::span<const uint8_t> frame, uint64_t now_ns) {
       Impl::Lane& ln = lw.lanes[m.lane_of[s]];
       if (sl.send_seq > ln.rack_seq) ln.rack_seq = sl.send_seq, ln.rack_rtt = rtt;
     }
+    // Not even the tail probe's RESULT (RFC 8985 §6.2 step 2 would let it
+    // advance RACK as the probe's transmission). Tried twice: with every
+    // resend's RESULT it doubled RACK's false marks at 1% loss (a resend
+    // that waited for a peer's recovery overtakes sequences waiting for the
+    // same peer); with the probe's alone it does not move 1% loss (0-40
+    // probes a run), and the 10% loss two-job test (PS fallback) failed
+    // once in ~20 runs at load 12 with a sequence at max_retries -- the
+    // failure 979f1bc fixed, not proven to be caused by it, but not risked.
   }
   sl.prev_g = sl.g;
   sl.prev_v = uint8_t(flags & proto::kAgqFlagVersion);
@@ -921,8 +932,10 @@ unsigned AllreduceEngine::tick(uint64_t now_ns, bool timers) {
         ++stats_.fast_retransmissions;
       }
     // The tail: nothing left to send, so a lost sequence may have no later
-    // one to reveal it. One probe (the newest sequence: its RESULT lets
-    // RACK judge every older one) after 2 srtt without a RESULT.
+    // one to reveal it. One probe of the newest sequence after 2 srtt
+    // without a RESULT: if the newest itself was lost, its resend recovers
+    // it; older ones lost too are found by their short timers or, once
+    // more is sent, by RACK. (Its RESULT does not advance RACK: on_frame.)
     if (cfg_.tuning.tail_probe && lw.rtt.samples && lw.in_flight && !lw.probed &&
         lw.sent_end >= lw.next_global && now_ns >= lw.last_progress_ns + m.pto(lw)) {
       uint32_t newest = UINT32_MAX;
@@ -940,6 +953,7 @@ unsigned AllreduceEngine::tick(uint64_t now_ns, bool timers) {
     // Timers, after rx was drained (the caller's loop): a RESULT waiting in
     // the rx ring is never mistaken for a loss.
     m.next_deadline = UINT64_MAX;
+    ++stats_.timer_scans;
     const bool redo_all = m.redo_all;
     m.redo_all = false;
     for (uint32_t li = 0; li < m.lws.size() && !failed(); ++li) {
