@@ -133,6 +133,7 @@ JobInfo job_info(const JobSpec& s, const pipeline::agq::JobPlacement& p, Datapla
   for (const WorkerSpec& w : s.workers) j.worker_table.push_back({w.worker_id, {w.port, w.ipv4, w.mac}});
   j.epoch = dp.boot_epoch();
   j.lcores = dp.lcore_count();
+  j.rings = dp.memif_queues();
   return j;
 }
 

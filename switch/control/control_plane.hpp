@@ -57,6 +57,8 @@ class DataplaneView {
   // none yet).
   virtual uint16_t lcore_count() { return 1; }
   virtual uint16_t boot_epoch() { return 0; }
+  // Queue pairs of every memif port (the rings a memif client connects with).
+  virtual uint16_t memif_queues() { return 1; }
   // Learned MACs the lcores reported since the last call (MAC digests).
   virtual std::vector<tna::MacDigest> take_mac_digests() { return {}; }
 };

@@ -58,19 +58,21 @@ Json to_json(const JobInfo& j) {
     Json e = endpoint_json(w.at);
     workers.push_back(Json{{"id", w.id}, {"port", e["port"]}, {"ip", e["ip"]}, {"mac", e["mac"]}});
   }
-  return Json{{"id", j.id},
-              {"workers", j.workers},
-              {"slots", j.slots},
-              {"rows", j.rows},
-              {"row_shift", j.row_shift},
-              {"guard", j.guard},
-              {"max_width", j.max_width},
-              {"lanes", j.lanes},
-              {"delivery", j.delivery},
-              {"ps", j.ps ? endpoint_json(*j.ps) : Json(nullptr)},
-              {"worker_table", std::move(workers)},
-              {"epoch", j.epoch},
-              {"lcores", j.lcores}};
+  Json out{{"id", j.id},
+           {"workers", j.workers},
+           {"slots", j.slots},
+           {"rows", j.rows},
+           {"row_shift", j.row_shift},
+           {"guard", j.guard},
+           {"max_width", j.max_width},
+           {"lanes", j.lanes},
+           {"delivery", j.delivery},
+           {"ps", j.ps ? endpoint_json(*j.ps) : Json(nullptr)},
+           {"worker_table", std::move(workers)},
+           {"epoch", j.epoch},
+           {"lcores", j.lcores}};
+  if (j.rings) out["rings"] = j.rings;
+  return out;
 }
 
 JobInfo parse_job_info(const Json& j) {
@@ -103,6 +105,7 @@ JobInfo parse_job_info(const Json& j) {
   }
   out.epoch = uint16_t(uint_field(j, "epoch", 0, 65535));
   out.lcores = uint16_t(uint_field(j, "lcores", 1, 65535));
+  if (j.find("rings") != j.end()) out.rings = uint16_t(uint_field(j, "rings", 1, 255));
   return out;
 }
 

@@ -42,6 +42,10 @@ struct JobInfo {
   std::vector<JobWorker> worker_table;  // by id, 0..N-1
   uint16_t epoch = 0;   // the switch's boot epoch (§11); 0: this switch has none
   uint16_t lcores = 1;  // dataplane lcores = queues per port (§10)
+  // Queue pairs of the switch's memif ports (--memif-queues) = the rings a
+  // memif client may connect with (more: the server refuses the client).
+  // Optional in the document (job files saved before it existed): 0 = not said.
+  uint16_t rings = 0;
   friend bool operator==(const JobInfo&, const JobInfo&) = default;
 };
 

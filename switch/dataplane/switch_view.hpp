@@ -30,6 +30,7 @@ class SwitchView final : public control::DataplaneView {
   control::SimDropRow sim_drop(tna::PortId port) override;
   uint16_t lcore_count() override { return uint16_t(dp_.lcore_count()); }
   uint16_t boot_epoch() override { return epoch_; }
+  uint16_t memif_queues() override { return ports_.options().memif_queues; }
   std::vector<tna::MacDigest> take_mac_digests() override { return dp_.take_mac_digests(); }
 
  private:

@@ -41,8 +41,8 @@ class Rig:
     with two memif queue pairs per port; slots 64 on 16 rows: 16-bit windows
     leave some sequences without room, which fall back to the PS."""
 
-    def __init__(self, procs, tmp_path):
-        self.procs, self.tmp = procs, tmp_path
+    def __init__(self, procs, tmp_path, memif_queues=2):
+        self.procs, self.tmp, self.memif_queues = procs, tmp_path, memif_queues
         self.socks = [tmp_path / f"q{i}.sock" for i in range(3)]
         self.ctl = tmp_path / "ctl.sock"
         self.tag = unique_prefix("lr")
@@ -65,7 +65,7 @@ class Rig:
         sw = self.procs.start(f"switch{self.starts}", [binary("agq-switch"),
                                                        *eal_args(f"{self.tag}sw{self.starts}", "0,1", vdevs), "--",
                                                        "--config", self.cfg, "--ctl-socket", self.ctl,
-                                                       "--idle-sleep-us", "100", "--memif-queues", "2"])
+                                                       "--idle-sleep-us", "100", "--memif-queues", self.memif_queues])
         wait_for(lambda: all(s.exists() for s in self.socks) and self.ctl.exists() or not sw.alive(), 30,
                  what="switch sockets")
         assert sw.alive(), sw.output()
@@ -162,6 +162,37 @@ def test_full_handoff_ring_is_a_counted_loss(procs, tmp_path):
     assert ps.stop(signal.SIGINT, 10) == 0, ps.output()[-2000:]
 
 
+def test_rings_follow_the_switch(procs, tmp_path):
+    """A two-lcore switch with one memif queue per port (--memif-queues 1):
+    the job from the switch says `rings` 1, so the PS connects with one ring
+    (two would be refused by the server: the link would never come up), and
+    a two-lcore worker process is told at once that it cannot connect its two
+    rings (exit 2, naming the flag), instead of waiting for a link that never
+    comes; one-lcore workers are exact."""
+    rig = Rig(procs, tmp_path, memif_queues=1)
+    rig.start_switch()
+    r = agqctl(rig.ctl, "job", "get", str(JOB), "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["rings"] == 1 and json.loads(r.stdout)["lcores"] == 2, r.stdout
+    ps = rig.ps()
+    bad = rig.worker(0, ["--elements", 320, "--rounds", 1], prefix="two")
+    assert bad.wait(60) == 2, bad.output()[-2000:]
+    assert "--memif-queues 2" in bad.output() and "at most 1 lcore " in bad.output(), bad.output()[-2000:]
+    ws = []
+    for w in range(2):
+        name = f"one{w}"
+        ws.append(procs.start(name, [binary("agq-worker"),
+                                     *eal_args(f"{rig.tag}{name}", str(w), [memif_vdev(0, rig.socks[1 + w], "client")]),
+                                     "--", "--protocol", "agq", "--switch-ctl", rig.ctl, "--job", JOB, "--ids", w,
+                                     "--verify", "all", "--json", "--progress", "0", "--idle-sleep-us", "100",
+                                     "--elements", 32 * 2000, "--rounds", 2, "--reply-timeout", "20"]))
+    for w in ws:
+        assert w.wait(150) == 0, w.output()[-3000:]
+        s = summary(w)
+        assert s["status"] == "ok" and s["exact"] == s["checked"] > 0 and s["fallbacks"] > 0, s
+    assert ps.stop(signal.SIGINT, 10) == 0, ps.output()[-2000:]
+    assert summary(ps)["rx_per_queue"] == [summary(ps)["counters"]["rx_pkts"]], summary(ps)
+
+
 def run_until_flowing(rig, job):
     ws = [rig.worker(w, job) for w in range(2)]
     wait_for(lambda: all(flowing(w) for w in ws) or not all(w.alive() for w in ws), 90, what="results flowing")
@@ -223,6 +254,7 @@ def test_switch_killed_for_good(procs, tmp_path):
         assert s["status"] == "failed" and min(s["link"]["downs_per_lcore"]) >= 1, s
         assert s["link"]["port_restarts"] == 0 and s["link"]["failed_restarts"] >= 1, s["link"]
     # Bounded: 20 retries backing off to 0.5 s each, plus the wait for the link.
+    print(f"outcome: both failed, explained, {took:.1f} s after the kill")
     assert took < 60, f"the workers took {took:.1f} s to give up"
     assert ps.alive(), "the PS serves until it is stopped, switch or not"
     assert ps.stop(signal.SIGINT, 10) == 0, ps.output()[-2000:]
@@ -245,6 +277,7 @@ def test_dead_worker_process_then_job_reset(procs, tmp_path):
     out = ws[0].output()
     assert rc == 4, out[-3000:]
     assert "stalled" in out and "slot" in out and "reset the job" in out, out[-3000:]
+    print(f"outcome: the survivor failed, explained, {took:.1f} s after the kill")
     assert took < 60, f"the survivor took {took:.1f} s to give up"
     r = agqctl(rig.ctl, "job", "reset", str(JOB))
     assert r.returncode == 0, r.stdout + r.stderr

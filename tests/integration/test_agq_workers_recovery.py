@@ -160,7 +160,7 @@ def test_dead_worker_then_job_reset(procs, tmp_path):
 def test_switch_killed_and_restarted(procs, tmp_path):
     rig = Rig(procs, tmp_path, 2)
     sw = rig.start_switch()
-    rig.ps()
+    ps = rig.ps()
     rounds = 300
     job = ["--elements", 32 * 4000, "--rounds", rounds, "--rto-max-ms", 320, "--max-retries", 30]
     ws = [(f"k{w}", rig.worker(w, f"k{w}", job)) for w in range(2)]
@@ -187,3 +187,7 @@ def test_switch_killed_and_restarted(procs, tmp_path):
         assert_exact(rig, ws, rounds)
         assert any(summary(w)["engine"]["switch_restarts"] + summary(w)["engine"]["link_downs"] > 0 for _, w in ws)
     assert took < 110
+    # The PS restarted its port too: without it every sequence that falls
+    # back after the restart stalls (this job's rows leave some without a window).
+    out = ps.output()
+    assert "[ps] link DOWN" in out and "[ps] link up" in out[out.index("[ps] link DOWN"):], out[-2000:]

@@ -47,7 +47,7 @@ def test_job_get_json_is_the_job_of_the_config(switch):
         "ps": {"port": 0, "ip": "10.2.2.100", "mac": "02:00:00:00:00:64"},
         "worker_table": [{"id": 0, "port": 1, "ip": "10.2.2.1", "mac": "02:00:00:00:01:01"},
                          {"id": 1, "port": 2, "ip": "10.2.2.2", "mac": "02:00:00:00:01:02"}],
-        "epoch": j["epoch"], "lcores": 2}
+        "epoch": j["epoch"], "lcores": 2, "rings": 1}  # rings: --memif-queues (default 1)
     assert j["lanes"] in (16, 32)
     assert 0 <= j["epoch"] <= 0xFFFF
     assert list(j)[:3] == ["id", "workers", "slots"]  # the documented order
@@ -57,7 +57,7 @@ def test_job_get_json_is_the_job_of_the_config(switch):
     assert [x["id"] for x in json.loads(ctl_ok(sock, "job", "list", "--json"))] == [1, 2]
     # The text form carries the same values.
     text = ctl_ok(sock, "job", "get", "1")
-    assert "row_shift  2\n" in text and "lcores     2\n" in text
+    assert "row_shift  2\n" in text and "lcores     2\n" in text and "rings      1\n" in text
 
 
 def test_job_reset_and_errors(switch):

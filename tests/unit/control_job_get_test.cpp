@@ -33,6 +33,7 @@ class View : public DataplaneView {
   SimDropRow sim_drop(tna::PortId p) override { return {p, 0, 0, 0, 0}; }
   uint16_t lcore_count() override { return 3; }
   uint16_t boot_epoch() override { return 0xBEEF; }
+  uint16_t memif_queues() override { return 2; }
 };
 
 class JobGetTest : public ::testing::Test {
@@ -72,7 +73,7 @@ TEST_F(JobGetTest, JsonHasEveryFieldOfSection12) {
       {"id": 0, "port": 42, "ip": "10.1.0.1", "mac": "02:00:00:01:00:01"},
       {"id": 1, "port": 43, "ip": "10.1.0.2", "mac": "02:00:00:01:00:02"},
       {"id": 2, "port": 44, "ip": "10.1.0.3", "mac": "02:00:00:01:00:03"}],
-    "epoch": 48879, "lcores": 3})");
+    "epoch": 48879, "lcores": 3, "rings": 2})");
   EXPECT_EQ(j, want) << j.dump(2);
   // The placement the program made is what workers are told.
   const auto p = h.prog.placement(1);
@@ -93,7 +94,12 @@ TEST_F(JobGetTest, JsonHasEveryFieldOfSection12) {
   EXPECT_EQ(info.worker_table[2].at.mac, spec.workers[2].mac);
   EXPECT_EQ(info.epoch, 0xBEEF);
   EXPECT_EQ(info.lcores, 3);
+  EXPECT_EQ(info.rings, 2);
   EXPECT_EQ(to_json(info), j);  // lossless both ways
+  // A job file saved before `rings` existed still reads (0: not said).
+  Json old = j;
+  old.erase("rings");
+  EXPECT_EQ(parse_job_info(old).rings, 0);
 }
 
 TEST_F(JobGetTest, TextFormAndListJson) {

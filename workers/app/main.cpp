@@ -6,13 +6,48 @@
 #include <cstring>
 #include <vector>
 
+#include <rte_ethdev.h>
 #include <rte_lcore.h>
+
+#include <algorithm>
 
 #include "app/options.hpp"
 #include "app/ports.hpp"
 #include "app/run.hpp"
 
 using namespace agq::worker;
+
+namespace {
+
+// A memif client with more rings than the server has queues is refused by
+// the server (the link never comes up: it would look like a dead switch);
+// one with fewer is served through the switch's ring 0 and its software
+// hand-off. Said here, before connecting.
+bool check_memif_rings(unsigned rings, unsigned switch_queues) {
+  bool memif = false;
+  uint16_t p;
+  RTE_ETH_FOREACH_DEV(p) {
+    rte_eth_dev_info di{};
+    if (rte_eth_dev_info_get(p, &di) == 0 && di.driver_name && std::strcmp(di.driver_name, "net_memif") == 0) memif = true;
+  }
+  if (!memif || rings == switch_queues) return true;
+  if (rings > switch_queues) {
+    std::fprintf(stderr,
+                 "agq-worker: %u lcores = %u memif rings per port, but the switch serves %u queue pair%s per memif "
+                 "port (its --memif-queues) and refuses a client with more: run at most %u lcore%s (EAL -l), or "
+                 "start the switch with --memif-queues %u\n",
+                 rings, rings, switch_queues, switch_queues == 1 ? "" : "s", switch_queues,
+                 switch_queues == 1 ? "" : "s", rings);
+    return false;
+  }
+  std::fprintf(stderr,
+               "agq-worker: note: %u lcore%s = %u memif ring%s per port, the switch serves %u queues (--memif-queues): "
+               "the shards of its other lcores reach this process through its software hand-off (slower)\n",
+               rings, rings == 1 ? "" : "s", rings, rings == 1 ? "" : "s", switch_queues);
+  return true;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   int sep = -1;
@@ -51,14 +86,18 @@ int main(int argc, char** argv) {
     // An agq worker runs one part per EAL lcore, each on its own queue of
     // every port (memif: the client asks for that many rings; the switch
     // serves them with --memif-queues = its lcores, PROTOCOL.md §10).
-    // An agq PS connects with one ring per switch lcore (--switch-lcores or
-    // the job from the switch): FALLBACK_DATA leave the switch on the tx
-    // queue of the lcore that owns their shard, and the PS polls every ring.
-    // It transmits on ring 0 only (PS_RESULTs carry no shard state; ring 0
-    // exists whatever the switch's --memif-queues).
+    // An agq PS connects with as many rings as the switch's memif ports have
+    // queues (its job from the switch says so; else one): FALLBACK_DATA
+    // leave the switch on the tx queue of the lcore that owns their shard,
+    // and the PS polls every ring. It transmits on ring 0 only (PS_RESULTs
+    // carry no shard state; every link has ring 0).
     const bool agq_worker = o.protocol == Protocol::Agq && o.role == Role::Worker;
     const bool agq_ps = o.protocol == Protocol::Agq && o.role == Role::Ps;
-    const unsigned queues = agq_worker ? rte_lcore_count() : agq_ps ? o.switch_lcores : 1;
+    const unsigned queues = agq_worker ? rte_lcore_count() : agq_ps ? std::max(1u, o.switch_rings) : 1;
+    if (agq_worker && o.switch_rings && !check_memif_rings(queues, o.switch_rings)) {
+      eal_cleanup();
+      return 2;
+    }
     const unsigned extra = agq_worker ? queues * unsigned(o.ids.size()) * o.agq.slots : 0;
     if (!ports.open(o.connect_timeout_s, err, queues, extra)) {
       std::fprintf(stderr, "agq-worker: %s\n", err.c_str());

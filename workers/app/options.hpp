@@ -53,6 +53,7 @@ struct Options {
   std::vector<std::string> given;   // long names of the flags on the command line
   bool from_switch = false;         // filled in by apply_switch_job
   unsigned max_width = 32, row_shift = 0, switch_lcores = 1;
+  unsigned switch_rings = 0;  // from the switch: the most rings a memif client may connect with (0: not said)
   struct Host {
     unsigned id = 0;
     uint8_t mac[6] = {};

@@ -67,6 +67,7 @@ bool apply_switch_job(Options& o, std::string& err) {
   o.max_width = j.max_width;
   o.row_shift = j.row_shift;
   o.switch_lcores = j.lcores;
+  o.switch_rings = j.rings;
   if (o.agq.window > o.agq.slots) {
     err = "--window " + std::to_string(o.agq.window) + " exceeds the switch's slots = " + std::to_string(j.slots);
     return false;
