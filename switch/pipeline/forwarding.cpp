@@ -299,23 +299,26 @@ void Forwarding::apply(uint8_t* frame, const FrameView& v, const tna::IngressInt
 }
 
 void Forwarding::apply_burst(tna::BurstPacket* pkts, const FrameView* views, const uint8_t* idx, unsigned n) {
+  Fields f[kBurstMax];
   const Hoisted h = hoisted();
-  // Stage 1: start loading the table slots the frames will read (the frames
-  // themselves were touched by the parser). A key equal to the previous
-  // frame's is not prefetched again: a burst of one flow hits the lookup
-  // memos (find_mac) or repeats a decision, and reads no slot at all.
+  // Stage 1: the keys of every frame (read once: stage 2 does not touch the
+  // frames again), and the table slots they will read started loading. A key
+  // equal to the previous frame's is not prefetched again: a burst of one
+  // flow hits the lookup memos (find_mac) or repeats a decision.
   uint64_t prev_src = ~0ull, prev_dst = ~0ull;
   for (unsigned j = 0; j < n; ++j) {
     const unsigned i = idx[j];
-    const uint64_t dst = load_mac(pkts[i].bytes), src = load_mac(pkts[i].bytes + 6);
-    if (h.learning && src != prev_src) dmac_.prefetch(src);
-    if (dst != prev_dst && !is_group(dst)) dmac_.prefetch(dst);
-    if (h.routes && views[i].ipv4_valid) ipv4_host_.prefetch(proto::load_be32(pkts[i].bytes + views[i].l3_offset + 16));
-    prev_src = src;
-    prev_dst = dst;
+    read_fields(pkts[i].bytes, views[i], f[j]);
+    if (h.learning && f[j].src != prev_src) dmac_.prefetch(f[j].src);
+    if (f[j].dst != prev_dst && !is_group(f[j].dst)) dmac_.prefetch(f[j].dst);
+    if (h.routes && f[j].ipv4) ipv4_host_.prefetch(f[j].ipv4_dst);
+    prev_src = f[j].src;
+    prev_dst = f[j].dst;
   }
-  // Stage 2: the control, in arrival order; a frame with the previous
-  // frame's decision inputs (repeats()) takes its decision and its count.
+  // Stage 2: the control, in arrival order. A frame with the previous
+  // frame's decision inputs (same MACs, port and time stamp, neither an ARP
+  // frame, and with host routes the same IPv4 destination: see repeats())
+  // takes its decision and its count.
   DecisionCounts counts;
   const tna::BurstPacket* prev = nullptr;
   const FrameView* prev_view = nullptr;
@@ -323,21 +326,41 @@ void Forwarding::apply_burst(tna::BurstPacket* pkts, const FrameView* views, con
   for (unsigned j = 0; j < n; ++j) {
     tna::BurstPacket& p = pkts[idx[j]];
     const FrameView& v = views[idx[j]];
-    if (prev && repeats(*prev, *prev_view, p, v, h)) {
+    if (prev && f[j].dst == f[j - 1].dst && f[j].src == f[j - 1].src && !v.arp_valid && !prev_view->arp_valid &&
+        p.md.ingress_port == prev->md.ingress_port &&
+        p.md.ingress_mac_tstamp_ns == prev->md.ingress_mac_tstamp_ns &&
+        (!h.routes || (f[j].ipv4 == f[j - 1].ipv4 && f[j].ipv4_dst == f[j - 1].ipv4_dst))) {
       p.decision = prev->decision;
       ++counts.n[prev_counted];
       continue;
     }
-    Fields f;
-    read_fields(p.bytes, v, f);
-    prev_counted = decide(f, h, p.md, p.decision, counts);
+    prev_counted = decide(f[j], h, p.md, p.decision, counts);
     prev = &p;
     prev_view = &v;
-    if (f.arp_answered) {
-      write_arp_reply(p.bytes, p.bytes + v.l3_offset, f.arp_answer);
+    if (f[j].arp_answered) {
+      write_arp_reply(p.bytes, p.bytes + v.l3_offset, f[j].arp_answer);
       prev = nullptr;  // its bytes are the reply's now
     }
   }
+  add(counts);
+}
+
+void Forwarding::apply_run(tna::BurstPacket* pkts, const FrameView& v, unsigned n) {
+  if (n == 0) return;
+  const Hoisted h = hoisted();
+  Fields f;
+  read_fields(pkts[0].bytes, v, f);
+  DecisionCounts counts;
+  const Counted counted = decide(f, h, pkts[0].md, pkts[0].decision, counts);
+  if (f.arp_answered) {  // not for a run (same_inputs excludes ARP), but exact anyway
+    write_arp_reply(pkts[0].bytes, pkts[0].bytes + v.l3_offset, f.arp_answer);
+    add(counts);
+    for (unsigned j = 1; j < n; ++j) apply(pkts[j].bytes, v, pkts[j].md, pkts[j].decision);
+    return;
+  }
+  const tna::Decision d = pkts[0].decision;
+  for (unsigned j = 1; j < n; ++j) pkts[j].decision = d;
+  counts.n[counted] += n - 1;
   add(counts);
 }
 

@@ -163,6 +163,18 @@ class Forwarding {
   // At most kBurstMax frames per call.
   static constexpr unsigned kBurstMax = 64;
   void apply_burst(tna::BurstPacket* pkts, const FrameView* views, const uint8_t* idx, unsigned n);
+  // A vector of one flow, VPP-style (a node that looked the key up once for
+  // the whole frame): pkts[0..n), every one parsed into `v` and with the
+  // decision inputs of pkts[0] (the caller checked same_inputs() on each).
+  // pkts[0] is decided as apply_burst() would; the others get its decision
+  // and its count. Equal to apply_burst() over the n frames.
+  void apply_run(tna::BurstPacket* pkts, const FrameView& v, unsigned n);
+  // Whether packet b (view vb) has exactly the decision inputs of packet a
+  // (view va): see repeats(). For a caller that builds runs (apply_run).
+  bool same_inputs(const tna::BurstPacket& a, const FrameView& va, const tna::BurstPacket& b,
+                   const FrameView& vb) const {
+    return repeats(a, va, b, vb, hoisted());
+  }
 
   // MAC <-> 48-bit key (first octet most significant).
   static uint64_t mac_key(const proto::Mac& m) {

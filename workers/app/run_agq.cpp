@@ -352,7 +352,7 @@ int run_agq_worker(const Options& o, Ports& ports) {
     const EngineStats& x = e.engine_stats();
     es.fast_retransmissions += x.fast_retransmissions;
     es.tail_probes += x.tail_probes;
-    es.probe_rack += x.probe_rack;
+    es.timer_scans += x.timer_scans;
     es.spurious += x.spurious;
     es.chunks_over_1ms += x.chunks_over_1ms;
     es.chunks_over_5ms += x.chunks_over_5ms;
@@ -460,7 +460,7 @@ int run_agq_worker(const Options& o, Ports& ports) {
                                .num("srtt_us", es.srtt_ns * 1e-3).num("rttvar_us", es.rttvar_ns * 1e-3)
                                .num("rto_us", double(es.rto_ns) * 1e-3).num("rtt_samples", es.rtt_samples)
                                .num("min_rtt_us", es.min_rtt_ns * 1e-3).num("rtt_peak_us", es.rtt_peak_ns * 1e-3).num("reo_wnd_us", double(es.reo_wnd_ns) * 1e-3)
-                               .num("fast_retransmissions", es.fast_retransmissions).num("tail_probes", es.tail_probes).num("probe_rack", es.probe_rack)
+                               .num("fast_retransmissions", es.fast_retransmissions).num("tail_probes", es.tail_probes).num("timer_scans", es.timer_scans)
                                .num("spurious_retransmissions", es.spurious).num("descheduled", es.away)
                                .num("chunks_over_1ms", es.chunks_over_1ms).num("chunks_over_5ms", es.chunks_over_5ms)
                                .num("max_chunk_ms", double(es.max_chunk_ns) * 1e-6)

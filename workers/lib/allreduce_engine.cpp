@@ -147,7 +147,6 @@ struct AllreduceEngine::Impl {
     bool prev_retx = false, prev_flagged = false;
     bool marked = false, prev_marked = false;  // resent because RACK found it lost
     int8_t first_why = -1;   // cause of the current use's first retransmission (EngineStats::recovered)
-    bool probe_last = false;  // its last transmission was the tail probe
   };
   // RACK per switch lcore (PROTOCOL.md §10: it serves its shards in arrival
   // order): our transmissions in order, and the newest one (by send order)
@@ -261,12 +260,15 @@ struct AllreduceEngine::Impl {
     // memory: every encode and decode became a cache (and TLB) miss and the
     // worker's CPU time per chunk doubled. Prefetch what this slot touches
     // next, a round trip ahead: the output of this chunk (its RESULT's
-    // decode, its maximum) and the input of the slot's next chunk.
+    // decode, its maximum) and the input of the slot's next chunk (and
+    // the previous op's maximum of it, which sets its width).
     prefetch_chunk(en.op->output.data() + c * lanes, n_valid, true);
     __builtin_prefetch(en.op->chunk_max.data() + c, 1, 3);
-    if (sl.g + job.slots < en.end)
+    if (sl.g + job.slots < en.end) {
       prefetch_chunk(en.op->input.data() + (c + job.slots) * lanes,
                      unsigned(std::min<uint64_t>(lanes, n_el - (c + job.slots) * lanes)), false);
+      if (en.op->prev) __builtin_prefetch(en.op->prev->chunk_max.data() + c + job.slots, 0, 3);
+    }
     h[0] = kTypeData;
     h[1] = uint8_t(((sl.uses & 1) ? proto::kAgqFlagVersion : 0) | (clipped ? proto::kAgqFlagOverflow : 0));
     be16(h + 2, job.job_id);
@@ -626,7 +628,6 @@ bool AllreduceEngine::retransmit(uint32_t li, uint32_t s, uint64_t now_ns, Resen
   // itself judges first transmissions only: a retransmission that waits for
   // a peer's own recovery would be marked again and again.
   if (why == Resend::Lost) sl.marked = true;
-  sl.probe_last = why == Resend::Probe;
   const uint64_t base = m.base_rto(lw);
   // RESULTs flowing (another sequence completed within half an RTO): every
   // worker is alive and the path delivers, so this one was lost again (or
@@ -756,23 +757,20 @@ int AllreduceEngine::on_frame(std::span<const uint8_t> frame, uint64_t now_ns) {
   {
     // Karn: a resent sequence's RESULT says nothing about the round trip,
     // nor (for RACK) which transmission it answers.
-    const uint64_t rtt = now_ns - sl.xmit_ns;
-    Impl::Lane& ln = lw.lanes[m.lane_of[s]];
     if (!sl.retransmitted) {
+      const uint64_t rtt = now_ns - sl.xmit_ns;
       m.rtt_sample(lw, rtt);
+      Impl::Lane& ln = lw.lanes[m.lane_of[s]];
       if (sl.send_seq > ln.rack_seq) ln.rack_seq = sl.send_seq, ln.rack_rtt = rtt;
-    } else if (sl.probe_last && rtt >= uint64_t(stats_.min_rtt_ns) && sl.send_seq > ln.rack_seq) {
-      // The tail probe's RESULT (RFC 8985 §6.2 step 2, TLP §7): it was sent
-      // after every sequence outstanding, so the older ones still
-      // outstanding a reorder window after it are lost (else they wait
-      // for their timers). Unless it came back faster than any round trip:
-      // then it answers the original transmission, whose place in the
-      // order we no longer know. Only the probe: RACK on every resend's
-      // RESULT doubled the false marks at 1% loss (a resend that waited
-      // for a peer's recovery overtakes sequences that wait for it too).
-      ln.rack_seq = sl.send_seq, ln.rack_rtt = rtt;
-      ++stats_.probe_rack;
     }
+    // Not even the tail probe's RESULT (RFC 8985 §6.2 step 2 would let it
+    // advance RACK as the probe's transmission). Tried twice: with every
+    // resend's RESULT it doubled RACK's false marks at 1% loss (a resend
+    // that waited for a peer's recovery overtakes sequences waiting for the
+    // same peer); with the probe's alone it does not move 1% loss (0-40
+    // probes a run), and the 10% loss two-job test (PS fallback) failed
+    // once in ~20 runs at load 12 with a sequence at max_retries -- the
+    // failure 979f1bc fixed, not proven to be caused by it, but not risked.
   }
   sl.prev_g = sl.g;
   sl.prev_v = uint8_t(flags & proto::kAgqFlagVersion);
@@ -893,7 +891,7 @@ unsigned AllreduceEngine::tick(uint64_t now_ns, bool timers) {
       Impl::Slot& sl = lw.slots[s];
       sl.st = Impl::St::Sent;
       sl.tries = 0;
-      sl.retransmitted = sl.marked = sl.probe_last = false;
+      sl.retransmitted = sl.marked = false;
       sl.renewed = false;
       sl.sent_ns = sl.xmit_ns = now_ns;
       lw.sent_end = std::max(lw.sent_end, sl.g + 1);
@@ -934,9 +932,10 @@ unsigned AllreduceEngine::tick(uint64_t now_ns, bool timers) {
         ++stats_.fast_retransmissions;
       }
     // The tail: nothing left to send, so a lost sequence may have no later
-    // one to reveal it. One probe (the newest sequence: its RESULT
-    // advances RACK, see on_frame, which then judges every older one)
-    // after 2 srtt without a RESULT.
+    // one to reveal it. One probe of the newest sequence after 2 srtt
+    // without a RESULT: if the newest itself was lost, its resend recovers
+    // it; older ones lost too are found by their short timers or, once
+    // more is sent, by RACK. (Its RESULT does not advance RACK: on_frame.)
     if (cfg_.tuning.tail_probe && lw.rtt.samples && lw.in_flight && !lw.probed &&
         lw.sent_end >= lw.next_global && now_ns >= lw.last_progress_ns + m.pto(lw)) {
       uint32_t newest = UINT32_MAX;
@@ -954,6 +953,7 @@ unsigned AllreduceEngine::tick(uint64_t now_ns, bool timers) {
     // Timers, after rx was drained (the caller's loop): a RESULT waiting in
     // the rx ring is never mistaken for a loss.
     m.next_deadline = UINT64_MAX;
+    ++stats_.timer_scans;
     const bool redo_all = m.redo_all;
     m.redo_all = false;
     for (uint32_t li = 0; li < m.lws.size() && !failed(); ++li) {

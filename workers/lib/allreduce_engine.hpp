@@ -32,7 +32,9 @@
 // of one sender's packets per owner lcore (PROTOCOL.md §10), so a sequence
 // still outstanding when a sequence sent after it on the same switch lcore
 // has completed, and a reorder window later, is lost and resent at once; the
-// tail (nothing sent after it completes) gets one probe after 2 srtt (TLP).
+// tail (nothing sent after it completes) gets one probe after 2 srtt (TLP);
+// only first transmissions' RESULTs advance RACK (not the probe's: see
+// on_frame).
 // max_retries retransmissions (counted also while the link is down) fail
 // the engine with a report of every stalled slot. OVERFLOW in a RESULT: the chunk goes
 // again on the slot's next use with e + 2 (max_redos). FALLBACK results
@@ -236,7 +238,7 @@ struct EngineStats {
   uint64_t link_downs = 0;
   uint64_t fast_retransmissions = 0; // resent because later sequences overtook them (part of the retransmissions)
   uint64_t tail_probes = 0;          // TLP probes (part of the retransmissions)
-  uint64_t probe_rack = 0;           // probe RESULTs that advanced RACK
+  uint64_t timer_scans = 0;          // timer scans over every slot (a deadline passed)
   uint64_t away = 0;                 // ticks more than 2 ms apart (descheduled): timers paused for the gap
   uint64_t spurious = 0;             // retransmissions found unnecessary (the original completed: a resent RESULT followed)
   uint64_t reo_wnd_ns = 0;           // current RACK reorder window

@@ -131,6 +131,9 @@ struct ClassicProgram::Impl {
   void count(const tna::Decision& d) {
     if (d.kind == tna::Decision::Kind::Drop && d.drop_reason < kDropReasons) ++drops[d.drop_reason];
   }
+  void count_run(const tna::Decision& d, unsigned n) {
+    if (d.kind == tna::Decision::Kind::Drop && d.drop_reason < kDropReasons) drops[d.drop_reason] += n;
+  }
 
   uint32_t capacity;
   std::vector<Slot> slots;
@@ -370,6 +373,9 @@ void ClassicProgram::process_burst(tna::BurstPacket* pkts, unsigned n) {
     unsigned k = 0;
     const FrameView* model = nullptr;
     unsigned model_i = 0;
+    // `run`: every frame so far is ordinary, shaped like frame 0 and with
+    // its forwarding inputs (a vector of one flow: Forwarding::apply_run).
+    bool run = true;
     for (unsigned i = 0; i < m; ++i) {
       if (i + kAhead < m) __builtin_prefetch(b[i + kAhead].bytes);
       if (model && same_parse(b[model_i].bytes, b[model_i].len, *model, b[i].bytes, b[i].len)) {
@@ -381,6 +387,12 @@ void ClassicProgram::process_burst(tna::BurstPacket* pkts, unsigned n) {
       }
       if (model->error == ParserError::None && !model->agq_classic_valid) ordinary[k++] = uint8_t(i);
       else s.prefetch(b[i].bytes, *model);
+      if (run && i > 0) run = model_i == 0 && forwarding().same_inputs(b[0], views[0], b[i], views[0]);
+    }
+    if (run && k == m) {
+      forwarding().apply_run(b, views[0], m);
+      s.count_run(b[0].decision, m);
+      continue;
     }
     // Stage 2: the AGQ pipeline (and parser drops), in arrival order (every
     // register sees the packets in the order they came, as on Tofino).
