@@ -21,6 +21,7 @@
 // ACKs, resends and duplicates are overhead in it), lanes (per packet),
 // width_bits (window width), passes_per_pkt (agq: 1 + resubmissions),
 // out_per_pkt (frames leaving the switch per packet: replicas + unicasts).
+#include <array>
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -526,8 +527,8 @@ void run_trace(benchmark::State& state, const PipelineUnderTest& pu, const Trace
 
 // The same replay through process_burst(), kBurst packets per iteration as
 // the dataplane hands them over, then each packet's decision with its
-// replicas through egress(). The burst descriptors are built before the
-// timed loop (a ring of the trace's frames, each in its own 64-byte-aligned
+// replicas through egress_replicas() (one call per group, as the
+// dataplane makes them). The burst descriptors are built before the timed loop (a ring of the trace's frames, each in its own 64-byte-aligned
 // buffer like an mbuf's data, plus the first kBurst again at the end so that
 // every burst is one contiguous run of descriptors). An in-place trace is
 // processed straight from those buffers; any other trace is first copied,
@@ -564,8 +565,11 @@ void run_trace_burst(benchmark::State& state, const PipelineUnderTest& pu, const
   size_t i = 0;
   uint64_t drops = 0, out = 0;
   const bool egress = prog->has_egress();
-  Frame r;
-  r.reserve(2048);
+  constexpr unsigned kMaxReplicas = 64;
+  std::array<agq::tna::Replica, kMaxReplicas> reps;
+  std::array<uint8_t*, kMaxReplicas> rout;
+  std::unique_ptr<uint8_t, decltype(&std::free)> rbufs(
+      static_cast<uint8_t*>(std::aligned_alloc(64, kMaxReplicas * kBufStride)), &std::free);
   for (auto _ : state) {
     agq::tna::BurstPacket* pkts = &ring[i];
     if (!in_place)
@@ -576,17 +580,25 @@ void run_trace_burst(benchmark::State& state, const PipelineUnderTest& pu, const
       switch (d.kind) {
         case agq::tna::Decision::Kind::Drop: ++drops; break;
         case agq::tna::Decision::Kind::Unicast: ++out; break;
-        case agq::tna::Decision::Kind::Multicast:
+        case agq::tna::Decision::Kind::Multicast: {
+          // As the dataplane does it: the group's replicas in one
+          // egress_replicas() call, n-1 copies into fresh buffers and the
+          // original (when the trace is not replayed in place) the last.
+          unsigned nr = 0;
           for (const agq::tna::Replica& rep : pre.members(d.group)) {
-            if (rep.port == d.exclude_port) continue;
+            if (rep.port == d.exclude_port || nr == kMaxReplicas) continue;
             ++out;
-            if (egress) {
-              r.assign(pkts[k].bytes, pkts[k].bytes + pkts[k].len);
-              prog->egress(r, rep.port, rep.rid);
-              benchmark::DoNotOptimize(r.data());
-            }
+            reps[nr] = rep;
+            rout[nr] = rbufs.get() + nr * kBufStride;
+            ++nr;
+          }
+          if (egress && nr) {
+            if (!in_place) rout[nr - 1] = pkts[k].bytes;
+            prog->egress_replicas(pkts[k].bytes, pkts[k].len, reps.data(), rout.data(), nr);
+            benchmark::DoNotOptimize(rout[0]);
           }
           break;
+        }
       }
     }
     benchmark::ClobberMemory();
@@ -808,7 +820,7 @@ class SideBySideReporter : public benchmark::ConsoleReporter {
       const auto f = ns_.find(std::string("Pipeline/agq_fast/") + s.name);
       if (m == ns_.end() || f == ns_.end()) continue;
       if (!header) {
-        std::printf("\nagq pipeline, ns/packet (bursts of %u, replicas through egress()): model vs fast (%s)\n",
+        std::printf("\nagq pipeline, ns/packet (bursts of %u, replicas through egress_replicas()): model vs fast (%s)\n",
                     kBurst, agq::pipeline::agq::fast::to_string(agq::pipeline::agq::fast::best_simd()));
         std::printf("%-14s %10s %10s %8s\n", "shape", "model", "fast", "speedup");
         header = true;

@@ -14,6 +14,7 @@
 #include <rte_ring_elem.h>
 #include <sys/prctl.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdio>
@@ -65,6 +66,13 @@ struct SwitchDataplane::Lcore {
   std::vector<uint16_t> staged;
   std::array<tna::Replica, kMaxReplicas> replicas;
   std::array<rte_mbuf*, kMaxReplicas> copies;
+  std::array<uint8_t*, kMaxReplicas> replica_bytes;
+  // Program-dropped mbufs (absorbed agq DATA) kept as the next replicas'
+  // buffers instead of a free now and an alloc later: an agq RESULT of N
+  // DATA needs N-1 new buffers just as N-1 of its DATA are absorbed. At
+  // most one burst's worth (Ports sizes the pool for it); freed in release().
+  std::array<rte_mbuf*, kMaxBurst> spare;
+  uint16_t nspare = 0;
   DigestSink sink;
   pipeline::SwitchProgram* sprog = nullptr;  // = prog, for the sink's removal
 };
@@ -179,6 +187,8 @@ void SwitchDataplane::release() {
         rte_pktmbuf_free_bulk(c->tx[p].pkts, c->tx[p].n);  // when run() never flushed
         c->tx[p].n = 0;
       }
+    rte_pktmbuf_free_bulk(c->spare.data(), c->nspare);
+    c->nspare = 0;
     drain(c->inbox);
     c->inbox = nullptr;
     rte_ring_free(c->digests);
@@ -412,6 +422,9 @@ void SwitchDataplane::run_program(Lcore& c, uint16_t n) {
   const bool sim_tx = drop_sim_.active(SimDir::Tx);
   rte_mbuf** pkts = c.local.data();
   uint16_t nd = 0, program_drops = 0;
+  // Only a program with an egress control needs replica buffers.
+  const uint16_t spare_cap = egress_ ? opt_.burst : 0;
+  rte_mempool* const pool = ports_.pool();
   for (uint16_t i = 0; i < n; ++i) {
     const tna::Decision& d = bp[i].decision;
     rte_mbuf* m = pkts[i];
@@ -422,7 +435,12 @@ void SwitchDataplane::run_program(Lcore& c, uint16_t n) {
     switch (d.kind) {
       case tna::Decision::Kind::Drop:
         ++program_drops;
-        c.drops[nd++] = m;
+        // A plain mbuf of the pool, ours alone: kept as a replica buffer.
+        if (c.nspare < spare_cap && m->pool == pool && RTE_MBUF_DIRECT(m) && m->nb_segs == 1 &&
+            rte_mbuf_refcnt_read(m) == 1)
+          c.spare[c.nspare++] = m;
+        else
+          c.drops[nd++] = m;
         break;
       case tna::Decision::Kind::Unicast:  // to a port that does not exist
         c.counters.bad_port_drops.add(1);
@@ -470,30 +488,38 @@ void SwitchDataplane::multicast(Lcore& c, rte_mbuf* m, const tna::Decision& d, b
     return;
   }
   // The egress control rewrites every replica (agq: destination MAC/IP and
-  // worker_id), so each gets bytes of its own: one flat copy of the deparsed
-  // frame (190 bytes for a 32-lane RESULT: three cache lines), made before any
-  // egress runs; the original is the last replica's.
+  // worker_id), so each gets bytes of its own: n-1 buffers -- spares (this
+  // lcore's absorbed DATA) first, the pool for the rest -- each reset as a
+  // fresh mbuf; the original is the last replica's. The program fills them
+  // all in one call (one flat copy of the frame each, 190 bytes for a
+  // 32-lane RESULT, plus its rewrite), the original last.
   auto& bufs = c.copies;
   unsigned k = n - 1;
-  if (k && rte_pktmbuf_alloc_bulk(ports_.pool(), bufs.data(), k) != 0) {
-    c.counters.clone_failures.add(k);
+  const unsigned from_spare = std::min<unsigned>(k, c.nspare);
+  c.nspare = uint16_t(c.nspare - from_spare);
+  rte_memcpy(bufs.data(), c.spare.data() + c.nspare, from_spare * sizeof(rte_mbuf*));
+  for (unsigned i = 0; i < from_spare; ++i) rte_pktmbuf_reset(bufs[i]);
+  if (k > from_spare && rte_pktmbuf_alloc_bulk(ports_.pool(), bufs.data() + from_spare, k - from_spare) != 0) {
+    c.counters.clone_failures.add(k - from_spare);
+    rte_pktmbuf_free_bulk(bufs.data(), from_spare);
     reps[0] = reps[n - 1];
     k = 0;
   }
   const uint16_t len = m->data_len;
   const uint8_t* src = rte_pktmbuf_mtod(m, const uint8_t*);
+  auto& out = c.replica_bytes;
   for (unsigned i = 0; i < k; ++i) {
     rte_mbuf* r = bufs[i];
-    rte_memcpy(rte_pktmbuf_mtod(r, uint8_t*), src, len);
     r->data_len = len;
     r->pkt_len = len;
     r->port = m->port;
+    out[i] = rte_pktmbuf_mtod(r, uint8_t*);
   }
   if (k) c.counters.copies.add(k);
   reps[k] = reps[n - 1];
   bufs[k] = m;
-  for (unsigned i = 0; i <= k; ++i)
-    c.prog->egress(std::span<uint8_t>(rte_pktmbuf_mtod(bufs[i], uint8_t*), len), reps[i].port, reps[i].rid);
+  out[k] = rte_pktmbuf_mtod(m, uint8_t*);
+  c.prog->egress_replicas(src, len, reps.data(), out.data(), k + 1);
   for (unsigned i = 0; i <= k; ++i) transmit(c, reps[i].port, bufs[i], sim_tx);
 }
 

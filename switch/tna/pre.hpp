@@ -5,6 +5,7 @@
 // to every member except the pruned port.
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <vector>
 
@@ -20,21 +21,33 @@ struct Replica {
 
 class ReplicationEngine {
  public:
-  void set_group(McastGroupId g, std::vector<Replica> replicas) { groups_[g] = std::move(replicas); }
+  ReplicationEngine() = default;
+  // flat_ points into groups_: a copy would point into the original.
+  ReplicationEngine(const ReplicationEngine&) = delete;
+  ReplicationEngine& operator=(const ReplicationEngine&) = delete;
+  void set_group(McastGroupId g, std::vector<Replica> replicas) {
+    auto& v = groups_[g];
+    v = std::move(replicas);
+    if (flat_.size() <= g) flat_.resize(std::size_t(g) + 1, nullptr);
+    flat_[g] = &v;
+  }
   // A group whose replicas all have rid 0.
   void set_group(McastGroupId g, const std::vector<PortId>& ports) {
     std::vector<Replica> r;
     for (PortId p : ports) r.push_back({p, 0});
-    groups_[g] = std::move(r);
+    set_group(g, std::move(r));
   }
-  void remove_group(McastGroupId g) { groups_.erase(g); }
+  void remove_group(McastGroupId g) {
+    groups_.erase(g);
+    if (g < flat_.size()) flat_[g] = nullptr;
+  }
   bool has_group(McastGroupId g) const { return groups_.count(g) != 0; }
 
-  // Replicas of `g`; empty for an unknown group.
+  // Replicas of `g`; empty for an unknown group. One array index (the
+  // dataplane asks once per multicast packet), no tree walk.
   const std::vector<Replica>& members(McastGroupId g) const {
     static const std::vector<Replica> none;
-    auto it = groups_.find(g);
-    return it == groups_.end() ? none : it->second;
+    return g < flat_.size() && flat_[g] ? *flat_[g] : none;
   }
   std::vector<PortId> member_ports(McastGroupId g) const {
     std::vector<PortId> out;
@@ -45,6 +58,8 @@ class ReplicationEngine {
 
  private:
   std::map<McastGroupId, std::vector<Replica>> groups_;
+  // By group id: the group's node in groups_ (stable while it exists), or null.
+  std::vector<const std::vector<Replica>*> flat_;
 };
 
 }  // namespace agq::tna

@@ -12,12 +12,14 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <span>
 #include <string>
 #include <string_view>
 
 #include "tna/intrinsic.hpp"
+#include "tna/pre.hpp"
 
 namespace agq::tna {
 
@@ -72,6 +74,21 @@ class Program {
   // replica its own copy of the bytes instead of a shared clone.
   virtual bool has_egress() const { return false; }
   virtual void egress(std::span<uint8_t> /*bytes*/, PortId /*egress_port*/, uint16_t /*rid*/) {}
+
+  // All replicas of one multicast decision: out[i] (n buffers of at least
+  // `len` bytes) gets `src` as egress() would leave it for reps[i]. out[n-1]
+  // may be `src` itself (rewritten last, after every copy was taken); no
+  // other buffer may overlap it. Equal to a copy plus egress() per replica
+  // (the default); a program overrides it when one look at the frame serves
+  // the whole group (agq: the RESULT's header is decoded once for N
+  // replicas, each then a copy plus a few bytes).
+  virtual void egress_replicas(const uint8_t* src, uint16_t len, const Replica* reps, uint8_t* const* out,
+                               unsigned n) {
+    for (unsigned i = 0; i < n; ++i) {
+      if (out[i] != src) std::memcpy(out[i], src, len);
+      egress(std::span<uint8_t>(out[i], len), reps[i].port, reps[i].rid);
+    }
+  }
 
   // Every counter of the program, in a stable order.
   virtual void visit_counters(const CounterVisitor& visit) const = 0;

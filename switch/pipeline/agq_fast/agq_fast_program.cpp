@@ -85,13 +85,16 @@ void AgqFastProgram::process_burst(tna::BurstPacket* pkts, unsigned n) {
     for (unsigned i = 0; i < m; ++i) {
       if (i + 4 < m) __builtin_prefetch(p[i + 4].bytes);
       if (i + 2 < m) __builtin_prefetch(p[i + 2].bytes + 64);
-      // One parse for every frame (parse_view() agrees with parse(), which
-      // the model runs): agq traffic is admitted at the offsets it found.
-      if (parse_view(p[i].bytes, p[i].len, views[i]) == ParserError::None && views[i].agq_valid) {
-        meta[i] = Meta{};
-        admit(p[i], views[i], meta[i]);
+      // agq traffic is found at fixed offsets (locate_agq() accepts exactly
+      // the frames parse() accepts with a valid agq header) and admitted
+      // there; only other frames take the generic parse (parse_view()
+      // agrees with parse(), which the model runs) and its FrameView.
+      AgqFrame f;
+      if (locate_agq(p[i].bytes, p[i].len, f)) {
+        admit(p[i], f, meta[i]);
         continue;
       }
+      parse_view(p[i].bytes, p[i].len, views[i]);
       meta[i].frame = nullptr;  // no register stage, no agq_forward_t
       meta[i].slot = nullptr;
       if (views[i].error != ParserError::None) {
@@ -124,11 +127,10 @@ void AgqFastProgram::process_burst(tna::BurstPacket* pkts, unsigned n) {
 // ---- stage 0: parser, header sanity, job_t, worker_t (Ingress::validate);
 // stages 1-2: slot and row indices. Nothing of any job is touched here.
 // `v`: the frame's parse, with a valid agq header.
-void AgqFastProgram::admit(tna::BurstPacket& p, const FrameView& v, Meta& m) {
-  // parse_view() marked the agq header valid: Ethernet, at most one tag,
-  // IPv4 IHL 5 not a fragment, UDP to 50100, the whole header present
-  // (exactly locate_agq()'s frames).
-  const AgqFrame f{v.l3_offset, v.payload_offset};
+inline void AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& m) {
+  // locate_agq() found the agq header: Ethernet, at most one tag, IPv4 IHL
+  // 5 not a fragment, UDP to 50100, the whole header present.
+  m = Meta{};
   ++c_.agq_packets;
   m.frame = p.bytes;
   m.worker = &kWorkerMiss;
@@ -182,7 +184,7 @@ void AgqFastProgram::admit(tna::BurstPacket& p, const FrameView& v, Meta& m) {
 
 // ---- stages 2-17 for one DATA packet: Ingress::apply, first_pass1 and
 // first_pass2 of the model, on the slot record and the row.
-void AgqFastProgram::registers(Meta& m) {
+inline void AgqFastProgram::registers(Meta& m) {
   const JobAction& job = m.job->job;
   SlotRecord& s = *m.slot;
   const bool ovf = (m.flags & proto::kAgqFlagOverflow) != 0;
@@ -256,7 +258,7 @@ void AgqFastProgram::registers(Meta& m) {
 
 // ---- stages 7-17, E0-E1: grant_t, trunc_t, value mask, align_t, lane_add,
 // extract_t, result mask -- all lanes in one kernel call.
-void AgqFastProgram::lanes(Meta& m, bool add, bool extract) {
+inline void AgqFastProgram::lanes(Meta& m, bool add, bool extract) {
   const JobAction& job = m.job->job;
   const GrantAction& grant = t_.grant_t[grant_key(m.w, job.guard)];
   const unsigned end = (m.pos + m.w) & 15;
@@ -272,7 +274,7 @@ void AgqFastProgram::lanes(Meta& m, bool add, bool extract) {
 
 // ---- agq_forward_t (verdict, delivery): where the packet goes, and the
 // header of what leaves, written in place.
-void AgqFastProgram::forward(tna::BurstPacket& p, Meta& m) {
+inline void AgqFastProgram::forward(tna::BurstPacket& p, Meta& m) {
   static const JobEntry kNoJob{};
   const JobAction& job = (m.job ? m.job : &kNoJob)->job;
   const ForwardAction& fa = t_.agq_forward_t[forward_key(m.verdict, job.delivery)];
@@ -334,17 +336,39 @@ void AgqFastProgram::forward(tna::BurstPacket& p, Meta& m) {
 }
 
 // ---- egress_worker_t (job_id, rid): a replica's destination and worker_id.
-void AgqFastProgram::egress(std::span<uint8_t> bytes, tna::PortId /*egress_port*/, uint16_t rid) {
+void AgqFastProgram::egress(std::span<uint8_t> bytes, tna::PortId egress_port, uint16_t rid) {
+  uint8_t* out = bytes.data();
+  const tna::Replica r{egress_port, rid};
+  egress_replicas(bytes.data(), uint16_t(bytes.size()), &r, &out, 1);
+}
+
+// The group at once: the RESULT's header is found, its job looked up and
+// the IPv4 checksum's unchanging part summed once; each replica is then a
+// copy plus 13 bytes (destination MAC and IPv4, checksum, worker_id).
+void AgqFastProgram::egress_replicas(const uint8_t* src, uint16_t len, const tna::Replica* reps,
+                                     uint8_t* const* out, unsigned n) {
   AgqFrame f;
-  if (!locate_agq(bytes.data(), bytes.size(), f)) return;  // floods and other traffic pass unchanged
-  uint8_t* h = bytes.data() + f.agq;
-  if ((h[kVerType] & 0x0F) != uint8_t(AgqType::Result) || rid >= kMaxWorkers) return;
-  const JobEntry* j = job_of(load_be16(h + kJobId));
-  if (!j || !j->worker[rid].hit) return;
-  const WorkerAction& w = j->worker[rid];
-  set_dst_mac(bytes.data(), w.mac);
-  ipv4_replace32(bytes.data() + f.l3, kIpDst, w.ipv4);
-  h[kWorkerId] = uint8_t(rid);
+  const JobEntry* j = nullptr;
+  if (locate_agq(src, len, f) && (src[f.agq + kVerType] & 0x0F) == uint8_t(AgqType::Result))
+    j = job_of(load_be16(src + f.agq + kJobId));
+  if (!j) {  // floods and other traffic pass unchanged
+    for (unsigned i = 0; i < n; ++i)
+      if (out[i] != src) copy_frame(out[i], src, len);
+    return;
+  }
+  // Read before the loop: out[n-1] may be src itself.
+  const uint32_t sum = ipv4_sum_without(src + f.l3, kIpDst);
+  for (unsigned i = 0; i < n; ++i) {
+    uint8_t* d = out[i];
+    if (d != src) copy_frame(d, src, len);
+    const uint16_t rid = reps[i].rid;
+    if (rid >= kMaxWorkers || !j->worker[rid].hit) continue;
+    const WorkerAction& w = j->worker[rid];
+    set_dst_mac(d, w.mac);
+    proto::store_be16(d + f.l3 + kIpChecksum, ipv4_checksum_with(sum, w.ipv4));
+    proto::store_be32(d + f.l3 + kIpDst, w.ipv4);
+    d[f.agq + kWorkerId] = uint8_t(rid);
+  }
 }
 
 // docs/PROTOCOL.md §10: (job_id + (slot >> row_shift)) & 0xFFF for a DATA of

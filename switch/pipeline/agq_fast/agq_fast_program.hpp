@@ -35,6 +35,7 @@
 #include "pipeline/agq/tables.hpp"
 #include "pipeline/agq_fast/fast_tables.hpp"
 #include "pipeline/agq_fast/lanes_simd.hpp"
+#include "pipeline/agq_fast/wire.hpp"
 
 namespace agq::pipeline::agq::fast {
 
@@ -69,6 +70,8 @@ class AgqFastProgram final : public AgqSwitchProgram {
   uint32_t shard_of(std::span<const uint8_t> bytes) const override;
   bool has_egress() const override { return true; }
   void egress(std::span<uint8_t> bytes, tna::PortId egress_port, uint16_t rid) override;
+  void egress_replicas(const uint8_t* src, uint16_t len, const tna::Replica* reps, uint8_t* const* out,
+                       unsigned n) override;
 
   void visit_counters(const tna::CounterVisitor& visit) const override;
   void clear_counters() override;
@@ -114,10 +117,11 @@ class AgqFastProgram final : public AgqSwitchProgram {
     const uint16_t i = job_slot_[job_id];
     return i ? &jobs_[i - 1] : nullptr;
   }
-  void admit(tna::BurstPacket& p, const FrameView& v, Meta& m);
-  void registers(Meta& m);
-  void lanes(Meta& m, bool add, bool extract);
-  void forward(tna::BurstPacket& p, Meta& m);
+  // The stages of one packet; inlined into process_burst()'s loops.
+  [[gnu::always_inline]] void admit(tna::BurstPacket& p, const AgqFrame& f, Meta& m);
+  [[gnu::always_inline]] void registers(Meta& m);
+  [[gnu::always_inline]] void lanes(Meta& m, bool add, bool extract);
+  [[gnu::always_inline]] void forward(tna::BurstPacket& p, Meta& m);
 
   JobBook book_;
   const FastTables& t_;
