@@ -68,7 +68,7 @@ tna::Decision AgqFastProgram::process(std::span<uint8_t> bytes, const tna::Ingre
 void AgqFastProgram::process_burst(tna::BurstPacket* pkts, unsigned n) {
   static_assert(kChunk <= Forwarding::kBurstMax);
   Meta meta[kChunk];
-  FrameView views[kChunk];   // filled for frames that are not agq traffic
+  FrameView* views = views_;  // filled for frames that are not agq traffic (scratch)
   uint8_t ordinary[kChunk];  // their burst indices, in arrival order, for Forwarding
   for (unsigned base = 0; base < n; base += kChunk) {
     tna::BurstPacket* p = pkts + base;

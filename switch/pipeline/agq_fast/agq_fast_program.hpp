@@ -135,6 +135,10 @@ class AgqFastProgram final : public AgqSwitchProgram {
   std::vector<Pair<uint8_t>> row_occupancy_;
   std::vector<RowLanes> lanes_;
   View view_{*this};
+  // process_burst()'s parse views of the frames that are not agq traffic:
+  // scratch, written by parse_view() before every read, so a burst does not
+  // zero a 64-entry array on the stack (FrameView has member initialisers).
+  FrameView views_[kChunk];
   ProgramCounters c_;
 };
 
