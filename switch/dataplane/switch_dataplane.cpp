@@ -473,17 +473,30 @@ void SwitchDataplane::run_program(Lcore& c, uint16_t n) {
 void SwitchDataplane::multicast(Lcore& c, rte_mbuf* m, const tna::Decision& d, bool sim_tx) {
   auto& reps = c.replicas;
   unsigned n = 0;
-  for (const tna::Replica& r : c.pre->members(d.group)) {
-    if (r.port == d.exclude_port) continue;
-    if (r.port >= ports_.count()) {
-      c.counters.bad_port_drops.add(1);
-      continue;
-    }
-    if (n == kMaxReplicas) {
-      c.counters.replica_overflow.add(1);
+  const std::vector<tna::Replica>& group = c.pre->members(d.group);
+  const uint16_t nports = ports_.count();
+  const unsigned take = unsigned(std::min<std::size_t>(group.size(), kMaxReplicas));
+  // One test per member in the common case (a member on a port that
+  // exists, not the excluded one).
+  for (unsigned i = 0; i < take; ++i) {
+    const tna::Replica r = group[i];
+    if (unlikely(r.port >= nports || r.port == d.exclude_port)) {
+      if (r.port != d.exclude_port) c.counters.bad_port_drops.add(1);
       continue;
     }
     reps[n++] = r;
+  }
+  if (unlikely(group.size() > take)) {  // members past the replica array
+    for (std::size_t i = take; i < group.size(); ++i) {
+      const tna::Replica& r = group[i];
+      if (r.port == d.exclude_port) continue;
+      if (r.port >= nports)
+        c.counters.bad_port_drops.add(1);
+      else if (n == kMaxReplicas)
+        c.counters.replica_overflow.add(1);
+      else
+        reps[n++] = r;
+    }
   }
   if (n == 0) {  // e.g. a flood from the only port
     rte_pktmbuf_free(m);
@@ -533,7 +546,12 @@ void SwitchDataplane::multicast(Lcore& c, rte_mbuf* m, const tna::Decision& d, b
   bufs[k] = m;
   out[k] = rte_pktmbuf_mtod(m, uint8_t*);
   c.prog->egress_replicas(src, len, reps.data(), out.data(), k + 1);
-  for (unsigned i = 0; i <= k; ++i) transmit(c, reps[i].port, bufs[i], sim_tx);
+  if (unlikely(sim_tx)) {
+    for (unsigned i = 0; i <= k; ++i) transmit_sim(c, reps[i].port, bufs[i]);
+    return;
+  }
+  TxPort* const tx = c.tx.get();  // once: the batch stores below would make the compiler reload it
+  for (unsigned i = 0; i <= k; ++i) tx[reps[i].port].send(bufs[i]);
 }
 
 // A multi-queue memif port's queue q >= 1, on its first packets since
