@@ -46,10 +46,7 @@ AgqFastProgram::AgqFastProgram(AgqConfig cfg, ForwardingConfig fwd_cfg, tna::Rep
       book_(cfg),
       t_(fast_tables()),
       kernels_(&lane_kernels(best_simd())),
-      job_slot_(65536, 0),
-      slots_(cfg.total_slots),
-      row_occupancy_(cfg.total_rows),
-      lanes_(cfg.total_rows) {}
+      job_slot_(65536, 0) {}
 
 AgqFastProgram::~AgqFastProgram() = default;
 
@@ -185,10 +182,15 @@ inline void AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& 
   // slot_row_t: the job's constant shift.
   m.v = m.flags & proto::kAgqFlagVersion;
   m.req_units = std::min<uint8_t>(uint8_t(req >> 2), job.max_units);
-  const uint32_t row = job.row_base + (uint32_t(slot) >> job.row_shift);
-  m.slot = &slots_[job.slot_base + slot];
-  m.occ = &row_occupancy_[row];
-  m.cells = lanes_[row].half[m.v];
+  // slot_row_t, then the owner-major layout (row_layout.hpp): the row's
+  // index among the rows of the job this instance holds.
+  JobRows& rows = jobs_[job.job_index].rows;
+  const uint32_t lr = rows.local(uint32_t(slot) >> job.row_shift);
+  if (lr == JobRows::kNotHere) [[unlikely]]
+    return reject(AgqDrop::BadSlot);  // another lcore's row: never handed here by the dataplane
+  m.slot = rows.slot(lr, slot);
+  m.occ = rows.occupancy(lr);
+  m.cells = rows.lanes(lr)->half[m.v];
   __builtin_prefetch(m.slot, 1);
   __builtin_prefetch(m.cells, 1);
   if (job.lanes > 16) __builtin_prefetch(m.cells + 16, 1);
@@ -406,10 +408,71 @@ void AgqFastProgram::clear_counters() {
 }
 
 void AgqFastProgram::clear_state() {
-  std::fill(slots_.begin(), slots_.end(), SlotRecord{});
-  std::fill(row_occupancy_.begin(), row_occupancy_.end(), Pair<uint8_t>{});
-  std::fill(lanes_.begin(), lanes_.end(), RowLanes{});
+  for (JobEntry& e : jobs_) e.rows.clear();
 }
+
+void AgqFastProgram::own_shards(unsigned index, unsigned count) {
+  owner_ = ShardOwner{index, count == 0 ? 1u : count};
+  for (const auto& [id, rec] : book_.records())
+    jobs_[rec.place.job_index].rows = JobRows(owner_, id, rec.place.rows, rec.place.row_shift);
+}
+
+std::size_t AgqFastProgram::register_bytes() const {
+  std::size_t n = 0;
+  for (const JobEntry& e : jobs_) n += e.rows.bytes();
+  return n;
+}
+
+// ---- register reads by global index (View): the job that holds a row or
+// slot, then the layout. Control plane only.
+const JobEntry* AgqFastProgram::View::row_job(uint32_t row, uint32_t& local) const {
+  auto it = p_.by_row_.upper_bound(row);
+  if (it == p_.by_row_.begin()) return nullptr;
+  const JobEntry& e = p_.jobs_[(--it)->second];
+  if (row - e.job.row_base >= e.rows.rows()) return nullptr;
+  local = e.rows.local(row - e.job.row_base);
+  return local == JobRows::kNotHere ? nullptr : &e;
+}
+
+const SlotRecord* AgqFastProgram::View::slot(uint32_t i) const {
+  auto it = p_.by_slot_.upper_bound(i);
+  if (it == p_.by_slot_.begin()) return nullptr;
+  const JobEntry& e = p_.jobs_[(--it)->second];
+  const uint32_t s = i - e.job.slot_base;
+  if (s >= e.job.slots) return nullptr;
+  const uint32_t lr = e.rows.local(s >> e.job.row_shift);
+  return lr == JobRows::kNotHere ? nullptr : e.rows.slot(lr, s);
+}
+
+Pair<uint32_t> AgqFastProgram::View::slot_bitmap(uint32_t i) const {
+  const SlotRecord* r = slot(i);
+  return r ? r->slot_bitmap : Pair<uint32_t>{};
+}
+Pair<uint8_t> AgqFastProgram::View::slot_count(uint32_t i) const {
+  const SlotRecord* r = slot(i);
+  return r ? r->slot_count : Pair<uint8_t>{};
+}
+Pair<uint16_t> AgqFastProgram::View::slot_window(uint32_t i) const {
+  const SlotRecord* r = slot(i);
+  return r ? r->slot_window : Pair<uint16_t>{};
+}
+Pair<uint8_t> AgqFastProgram::View::row_occupancy(uint32_t row) const {
+  uint32_t lr;
+  const JobEntry* e = row_job(row, lr);
+  return e ? *e->rows.occupancy(lr) : Pair<uint8_t>{};
+}
+Pair<uint32_t> AgqFastProgram::View::lane(uint32_t row, unsigned k) const {
+  uint32_t lr;
+  const JobEntry* e = row_job(row, lr);
+  if (!e || k >= unsigned(proto::kAgqLanes)) return {};
+  const RowLanes& l = *e->rows.lanes(lr);
+  return {l.half[0][k], l.half[1][k]};
+}
+bool AgqFastProgram::View::owns_row(uint32_t row) const {
+  uint32_t lr;
+  return row_job(row, lr) != nullptr;
+}
+bool AgqFastProgram::View::owns_slot(uint32_t i) const { return slot(i) != nullptr; }
 
 // ---- control plane (between bursts, on the lcore that owns the instance).
 std::optional<std::string> AgqFastProgram::add_job(const JobSpec& job) {
@@ -425,6 +488,9 @@ std::optional<std::string> AgqFastProgram::add_job(const JobSpec& job) {
     e.worker[w.worker_id] = worker_action(w);
     replicas.push_back({w.port, w.worker_id});
   }
+  e.rows = JobRows(owner_, job.job_id, p.rows, p.row_shift);  // zeroed, on this lcore: first touch is the owner's
+  by_row_[p.row_base] = p.job_index;
+  by_slot_[p.slot_base] = p.job_index;
   job_slot_[job.job_id] = uint16_t(p.job_index + 1);
   pre().set_group(p.mcast_grp, std::move(replicas));
   book_.commit(job, p);
@@ -437,9 +503,8 @@ bool AgqFastProgram::remove_job(uint16_t job_id) {
   job_slot_[job_id] = 0;
   jobs_[rec->place.job_index] = JobEntry{};
   pre().remove_group(rec->place.mcast_grp);
-  std::fill_n(slots_.begin() + rec->place.slot_base, rec->place.slots, SlotRecord{});
-  std::fill_n(row_occupancy_.begin() + rec->place.row_base, rec->place.rows, Pair<uint8_t>{});
-  std::fill_n(lanes_.begin() + rec->place.row_base, rec->place.rows, RowLanes{});
+  by_row_.erase(rec->place.row_base);  // the job's registers went with its JobEntry
+  by_slot_.erase(rec->place.slot_base);
   return true;
 }
 
