@@ -121,6 +121,18 @@ void AgqFastProgram::process_burst(tna::BurstPacket* pkts, unsigned n) {
   }
 }
 
+bool AgqFastProgram::process_run(tna::BurstPacket& first, unsigned n) {
+  // locate_agq() accepts exactly the frames parse_view() finds a valid agq
+  // header in; those (and parser errors, ARP) go through process_burst().
+  FrameView v;
+  parse_view(first.bytes, first.len, v);
+  if (v.error != ParserError::None || v.agq_valid) return false;
+  if (!forwarding().decide_run(first, v, n)) return false;
+  const tna::Decision& d = first.decision;
+  if (d.kind == tna::Decision::Kind::Drop && d.drop_reason < c_.fwd_drops.size()) c_.fwd_drops[d.drop_reason] += n;
+  return true;
+}
+
 // ---- stage 0: parser, header sanity, job_t, worker_t (Ingress::validate);
 // stages 1-2: slot and row indices. Nothing of any job is touched here.
 // `v`: the frame's parse, with a valid agq header.

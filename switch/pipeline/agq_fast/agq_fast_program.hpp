@@ -57,6 +57,10 @@ class AgqFastProgram final : public AgqSwitchProgram {
   std::string_view name() const override { return "agq"; }
   tna::Decision process(std::span<uint8_t> bytes, const tna::IngressIntrinsicMd& md) override;
   void process_burst(tna::BurstPacket* pkts, unsigned n) override;
+  // An ordinary frame (the parser reads bytes < 44 of it, Forwarding the
+  // MACs and the IPv4 destination) is a run; aggregation traffic, ARP and
+  // parser errors are declined (tna::Program::process_run).
+  bool process_run(tna::BurstPacket& first, unsigned n) override;
   uint32_t shard_of(std::span<const uint8_t> bytes) const override;
   bool has_egress() const override { return true; }
   void egress(std::span<uint8_t> bytes, tna::PortId egress_port, uint16_t rid) override;
