@@ -67,6 +67,7 @@ void AgqFastProgram::process_burst(tna::BurstPacket* pkts, unsigned n) {
   Meta meta[kChunk];
   FrameView* views = views_;  // filled for frames that are not agq traffic (scratch)
   uint8_t ordinary[kChunk];  // their burst indices, in arrival order, for Forwarding
+  uint8_t admitted[kChunk];  // the agq frames' burst indices, in arrival order
   for (unsigned base = 0; base < n; base += kChunk) {
     tna::BurstPacket* p = pkts + base;
     const unsigned m = std::min(kChunk, n - base);
@@ -74,40 +75,66 @@ void AgqFastProgram::process_burst(tna::BurstPacket* pkts, unsigned n) {
     // the slot records and rows the register stages will touch. A frame
     // that is not agq traffic is parsed (view only) and listed for the
     // forwarding stage, or dropped on a parser error.
-    unsigned k = 0;
+    unsigned k = 0, na = 0;
     // Frames are prefetched ahead of the parser: the first line (headers,
     // all an ordinary frame needs) 4 packets ahead, the agq lanes' second
     // line 2 ahead.
     for (unsigned i = 0; i < m && i < 4; ++i) __builtin_prefetch(p[i].bytes);
+    // An ordinary frame shaped like the last one parsed takes its view
+    // without a parse (same_parse: exact); `run`: every frame so far is
+    // ordinary, shaped like frame 0 and with its forwarding inputs (a
+    // vector of one flow: decided once, Forwarding::apply_run), as in the
+    // classic program.
+    const FrameView* model = nullptr;
+    unsigned model_i = 0;
+    bool run = true;
     for (unsigned i = 0; i < m; ++i) {
       if (i + 4 < m) __builtin_prefetch(p[i + 4].bytes);
       if (i + 2 < m) __builtin_prefetch(p[i + 2].bytes + 64);
-      // agq traffic is found at fixed offsets (locate_agq() accepts exactly
-      // the frames parse() accepts with a valid agq header) and admitted
-      // there; only other frames take the generic parse (parse_view()
-      // agrees with parse(), which the model runs) and its FrameView.
-      AgqFrame f;
-      if (locate_agq(p[i].bytes, p[i].len, f)) {
-        admit(p[i], f, meta[i]);
-        continue;
+      // A frame shaped like the last parsed one (never agq traffic: see
+      // below) parses as it did, so it is not agq traffic either (same_parse
+      // is exact). agq traffic is found at fixed offsets (locate_agq()
+      // accepts exactly the frames parse() accepts with a valid agq header)
+      // and admitted there; only other frames take the generic parse
+      // (parse_view() agrees with parse(), which the model runs) and its
+      // FrameView.
+      if (model && same_parse(p[model_i].bytes, p[model_i].len, *model, p[i].bytes, p[i].len)) {
+        views[i] = *model;
+      } else {
+        AgqFrame f;
+        if (locate_agq(p[i].bytes, p[i].len, f)) {
+          admit(p[i], f, meta[i]);
+          admitted[na++] = uint8_t(i);
+          run = false;
+          continue;
+        }
+        parse_view(p[i].bytes, p[i].len, views[i]);
+        model = &views[i];
+        model_i = i;
       }
-      parse_view(p[i].bytes, p[i].len, views[i]);
-      meta[i].frame = nullptr;  // no register stage, no agq_forward_t
-      meta[i].slot = nullptr;
-      if (views[i].error != ParserError::None) {
+      if (model->error != ParserError::None) {
+        run = false;
         ++c_.parser_errors;
         ++c_.fwd_drops[std::size_t(DropReason::ParserError)];
         p[i].decision = tna::Decision::drop(uint16_t(DropReason::ParserError));
         continue;
       }
       ordinary[k++] = uint8_t(i);
+      if (run && i > 0) run = model_i == 0 && forwarding().same_inputs(p[0], views[0], p[i], views[0]);
+    }
+    if (run) {  // every frame ordinary: one flow
+      forwarding().apply_run(p, views[0], m);
+      const tna::Decision& d = p[0].decision;
+      if (d.kind == tna::Decision::Kind::Drop && d.drop_reason < c_.fwd_drops.size()) c_.fwd_drops[d.drop_reason] += m;
+      continue;
     }
     // Stages 2-17: the registers, packet by packet in arrival order.
-    for (unsigned i = 0; i < m; ++i)
-      if (meta[i].slot) registers(meta[i]);
+    // Only admitted frames have a meta (an ordinary frame writes none).
+    for (unsigned j = 0; j < na; ++j)
+      if (meta[admitted[j]].slot) registers(meta[admitted[j]]);
     // agq_forward_t and the header of what leaves.
-    for (unsigned i = 0; i < m; ++i)
-      if (meta[i].frame) forward(p[i], meta[i]);
+    for (unsigned j = 0; j < na; ++j)
+      if (meta[admitted[j]].frame) forward(p[admitted[j]], meta[admitted[j]]);
     // Ordinary forwarding (L2, host routes, ARP proxy) over its own
     // sub-vector: its tables are not the registers, so running it after the
     // agq packets of the burst changes no result.
