@@ -22,6 +22,7 @@
 #include <stdexcept>
 
 #include "dataplane/idle_backoff.hpp"
+#include "dataplane/one_flow.hpp"
 #include "dataplane/tx_port.hpp"
 
 namespace agq::dataplane {
@@ -73,6 +74,10 @@ struct SwitchDataplane::Lcore {
   // most one burst's worth (Ports sizes the pool for it); freed in release().
   std::array<rte_mbuf*, kMaxBurst> spare;
   uint16_t nspare = 0;
+  // Rx bursts left to go without looking for a run, after the program
+  // declined one (traffic whose frames agree in their first bytes but are
+  // not ordinary, e.g. agq DATA of one job): the scan is not paid per burst.
+  uint16_t run_skip = 0;
   DigestSink sink;
   pipeline::SwitchProgram* sprog = nullptr;  // = prog, for the sink's removal
 };
@@ -344,6 +349,33 @@ bool SwitchDataplane::drain_shared_tx(Lcore& c) {
 template <bool kSharded>
 void SwitchDataplane::ingest(Lcore& c, uint16_t port, rte_mbuf** pkts, uint16_t n, uint64_t now_ns) {
   tna::BurstPacket* bp = c.burst.data();
+  // The fused path (one lcore: no shard to find per frame): a leading run
+  // of frames equal to frame 0 in every byte the program may read
+  // (run_length) is decided once by the program (process_run: its parser
+  // and Forwarding's tables on frame 0, counted for all) and leaves in one
+  // tx batch straight from the rx array -- no vector entry, no decision
+  // read per packet. The rest of the burst, or all of it if the program
+  // declines, takes the per-packet path below, in arrival order after the
+  // run.
+  if constexpr (!kSharded) {
+    if (n >= kMinRun && c.run_skip == 0) {
+      const uint16_t r = run_length(pkts, n);
+      if (r >= kMinRun) {
+        stage_packet(bp[0], pkts[0], port, now_ns);
+        if (c.prog->process_run(bp[0], r)) {
+          c.counters.run_packets.add(r);
+          send_run(c, pkts, r, bp[0].decision);
+          pkts += r;
+          n = uint16_t(n - r);
+          if (n == 0) return;
+        } else {
+          c.run_skip = kRunSkip;
+        }
+      }
+    } else if (c.run_skip) {
+      --c.run_skip;
+    }
+  }
   uint16_t nl = 0;
   constexpr uint16_t kAhead = 4;
   if constexpr (kSharded)
@@ -430,16 +462,34 @@ void SwitchDataplane::transmit_sim(Lcore& c, uint16_t port, rte_mbuf* m) {
 void SwitchDataplane::run_program(Lcore& c, uint16_t n) {
   tna::BurstPacket* bp = c.burst.data();
   c.prog->process_burst(bp, n);
+  apply_decisions(c, c.local.data(), n, [bp](uint16_t i) -> const tna::Decision& { return bp[i].decision; });
+}
 
+// A run the program decided at once (process_run): unicast to a port goes
+// out as one tx batch; anything else (a drop, e.g. a destination behind the
+// ingress port; a flood; a port that does not exist; the drop simulator's
+// tx side on) packet by packet, exactly as run_program would.
+void SwitchDataplane::send_run(Lcore& c, rte_mbuf** pkts, uint16_t n, const tna::Decision& d) {
+  if (likely(d.kind == tna::Decision::Kind::Unicast && d.port < ports_.count() && !drop_sim_.active(SimDir::Tx))) {
+    c.tx[d.port].send_burst(pkts, n);
+    return;
+  }
+  apply_decisions(c, pkts, n, [&d](uint16_t) -> const tna::Decision& { return d; });
+}
+
+// The decisions of pkts[0..n) (decision(i) of pkts[i]): unicast into the
+// tx batches, drops collected and freed in one bulk call, multicast through
+// the lcore's PRE.
+template <typename DecisionOf>
+void SwitchDataplane::apply_decisions(Lcore& c, rte_mbuf** pkts, uint16_t n, DecisionOf decision) {
   const uint16_t nports = ports_.count();
   const bool sim_tx = drop_sim_.active(SimDir::Tx);
-  rte_mbuf** pkts = c.local.data();
   uint16_t nd = 0, program_drops = 0;
   // Only a program with an egress control needs replica buffers.
   const uint16_t spare_cap = egress_ ? opt_.burst : 0;
   rte_mempool* const pool = ports_.pool();
   for (uint16_t i = 0; i < n; ++i) {
-    const tna::Decision& d = bp[i].decision;
+    const tna::Decision& d = decision(i);
     rte_mbuf* m = pkts[i];
     if (likely(d.kind == tna::Decision::Kind::Unicast && d.port < nports)) {
       transmit(c, d.port, m, sim_tx);

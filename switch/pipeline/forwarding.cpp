@@ -347,21 +347,25 @@ void Forwarding::apply_burst(tna::BurstPacket* pkts, const FrameView* views, con
 
 void Forwarding::apply_run(tna::BurstPacket* pkts, const FrameView& v, unsigned n) {
   if (n == 0) return;
-  const Hoisted h = hoisted();
-  Fields f;
-  read_fields(pkts[0].bytes, v, f);
-  DecisionCounts counts;
-  const Counted counted = decide(f, h, pkts[0].md, pkts[0].decision, counts);
-  if (f.arp_answered) {  // not for a run (same_inputs excludes ARP), but exact anyway
-    write_arp_reply(pkts[0].bytes, pkts[0].bytes + v.l3_offset, f.arp_answer);
-    add(counts);
-    for (unsigned j = 1; j < n; ++j) apply(pkts[j].bytes, v, pkts[j].md, pkts[j].decision);
+  if (!decide_run(pkts[0], v, n)) {  // ARP (same_inputs excludes it): frame by frame
+    for (unsigned j = 0; j < n; ++j) apply(pkts[j].bytes, v, pkts[j].md, pkts[j].decision);
     return;
   }
   const tna::Decision d = pkts[0].decision;
   for (unsigned j = 1; j < n; ++j) pkts[j].decision = d;
+}
+
+bool Forwarding::decide_run(tna::BurstPacket& first, const FrameView& v, unsigned n) {
+  if (v.arp_valid || n == 0) return false;
+  Fields f;
+  read_fields(first.bytes, v, f);
+  DecisionCounts counts;
+  const Counted counted = decide(f, hoisted(), first.md, first.decision, counts);
+  // The other n-1 frames: learning a no-op (the same source, port and time
+  // stamp was just learned, refreshed or reported), the lookups the same.
   counts.n[counted] += n - 1;
   add(counts);
+  return true;
 }
 
 tna::Decision Forwarding::apply(Headers& hdr, const tna::IngressIntrinsicMd& md) {

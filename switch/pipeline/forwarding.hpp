@@ -169,6 +169,13 @@ class Forwarding {
   // pkts[0] is decided as apply_burst() would; the others get its decision
   // and its count. Equal to apply_burst() over the n frames.
   void apply_run(tna::BurstPacket* pkts, const FrameView& v, unsigned n);
+  // The same for a run whose other frames the caller never shows (the
+  // dataplane's fused path, Program::process_run): `first` (parsed into
+  // `v`) stands for n frames with its decision inputs; it is decided once,
+  // the decision left in first.decision, and counted n times. False, with
+  // nothing done, for an ARP frame (an answered request rewrites every
+  // frame of the run, not one).
+  bool decide_run(tna::BurstPacket& first, const FrameView& v, unsigned n);
   // Whether packet b (view vb) has exactly the decision inputs of packet a
   // (view va): see repeats(). For a caller that builds runs (apply_run).
   bool same_inputs(const tna::BurstPacket& a, const FrameView& va, const tna::BurstPacket& b,
