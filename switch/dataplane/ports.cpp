@@ -101,10 +101,10 @@ void Ports::create_pools() {
     tx_ring += uint64_t(p.tx_queues) * opt_.tx_desc;
     rx_ring += uint64_t(p.rx_queues) * opt_.rx_desc;
   }
-  // Per lcore: one rx burst in hand, one tx buffer per port, the spare
-  // replica buffers (SwitchDataplane's recycled drops, kReplicaSpares), a
-  // mempool cache (up to 1.5x).
-  const uint64_t per_lcore = burst + kReplicaSpares + nports * burst + kPoolCache * 3 / 2;
+  // Per lcore: one rx burst in hand, one tx buffer per port, one burst of
+  // spare replica buffers (SwitchDataplane's recycled drops), a mempool
+  // cache (up to 1.5x).
+  const uint64_t per_lcore = 2 * burst + nports * burst + kPoolCache * 3 / 2;
   const int socket = static_cast<int>(rte_socket_id());
 
   // Plus, per lcore, the software hand-off rings (rx to the owner, tx to a

@@ -35,14 +35,6 @@ struct rte_mempool;
 
 namespace agq::dataplane {
 
-// Replica buffers an lcore may keep (SwitchDataplane: absorbed agq DATA
-// recycled as the next RESULTs' replicas). More than one burst: workers
-// that each send a window of slots back to back (every worker's DATA of
-// slots 0..W-1, then the next worker's) absorb (N-1)·W DATA before the
-// first RESULT of the window, and every buffer not kept then is a free
-// now and an alloc later. The pool holds these on top of everything else.
-inline constexpr unsigned kReplicaSpares = 2048;
-
 // Bring-up failed. The message names the port and the DPDK error. When it is
 // thrown, everything already configured has been stopped, closed and freed.
 class PortError : public std::runtime_error {

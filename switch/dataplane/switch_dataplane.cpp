@@ -71,8 +71,8 @@ struct SwitchDataplane::Lcore {
   // Program-dropped mbufs (absorbed agq DATA) kept as the next replicas'
   // buffers instead of a free now and an alloc later: an agq RESULT of N
   // DATA needs N-1 new buffers just as N-1 of its DATA are absorbed. At
-  // most kReplicaSpares (Ports sizes the pool for them); freed in release().
-  std::array<rte_mbuf*, kReplicaSpares> spare;
+  // most one burst's worth (Ports sizes the pool for it); freed in release().
+  std::array<rte_mbuf*, kMaxBurst> spare;
   uint16_t nspare = 0;
   // Rx bursts left to go without looking for a run, after the program
   // declined one (traffic whose frames agree in their first bytes but are
@@ -486,7 +486,7 @@ void SwitchDataplane::apply_decisions(Lcore& c, rte_mbuf** pkts, uint16_t n, Dec
   const bool sim_tx = drop_sim_.active(SimDir::Tx);
   uint16_t nd = 0, program_drops = 0;
   // Only a program with an egress control needs replica buffers.
-  const uint16_t spare_cap = egress_ ? uint16_t(kReplicaSpares) : 0;
+  const uint16_t spare_cap = egress_ ? opt_.burst : 0;
   rte_mempool* const pool = ports_.pool();
   for (uint16_t i = 0; i < n; ++i) {
     const tna::Decision& d = decision(i);
