@@ -211,7 +211,7 @@ inline void AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& 
   m.req_units = std::min<uint8_t>(uint8_t(req >> 2), job.max_units);
   // slot_row_t, then the owner-major layout (row_layout.hpp): the row's
   // index among the rows of the job this instance holds.
-  JobRows& rows = jobs_[job.job_index].rows;
+  const JobRows& rows = m.job->rows;
   const uint32_t lr = rows.local(uint32_t(slot) >> job.row_shift);
   if (lr == JobRows::kNotHere) [[unlikely]]
     return reject(AgqDrop::BadSlot);  // another lcore's row: never handed here by the dataplane

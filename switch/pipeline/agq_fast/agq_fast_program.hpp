@@ -45,8 +45,8 @@ namespace agq::pipeline::agq::fast {
 // the registers of its rows that this instance holds (row_layout.hpp).
 struct JobEntry {
   JobAction job;
-  std::array<WorkerAction, kMaxWorkers> worker;
   JobRows rows;
+  std::array<WorkerAction, kMaxWorkers> worker;
 };
 
 class AgqFastProgram final : public AgqSwitchProgram {
@@ -136,15 +136,15 @@ class AgqFastProgram final : public AgqSwitchProgram {
   std::vector<JobEntry> jobs_;  // by job index (the PRE group's offset)
   // The registers: in each job's JobRows, for the rows this instance owns.
   ShardOwner owner_;
-  // Register reads (View, control plane only): first row / first slot of a
-  // job -> its index in jobs_.
-  std::map<uint32_t, uint16_t> by_row_, by_slot_;
   View view_{*this};
   // process_burst()'s parse views of the frames that are not agq traffic:
   // scratch, written by parse_view() before every read, so a burst does not
   // zero a 64-entry array on the stack (FrameView has member initialisers).
   FrameView views_[kChunk];
   ProgramCounters c_;
+  // Register reads (View, control plane only): first row / first slot of a
+  // job -> its index in jobs_.
+  std::map<uint32_t, uint16_t> by_row_, by_slot_;
 };
 
 }  // namespace agq::pipeline::agq::fast
