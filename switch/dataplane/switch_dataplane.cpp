@@ -227,6 +227,19 @@ uint64_t steady_ns() {
                                    .count());
 }
 
+// rte_pktmbuf_reset() of a spare (run_program's conditions: direct, one
+// segment, refcount 1, our pool), in the mbuf's first cache line only: its
+// `next` is already null (one segment) and its `tx_offload` means nothing
+// without the TX flags cleared here, so the second line -- reset writes
+// both -- is left alone. The lengths and port are set by the caller.
+inline void reset_spare(rte_mbuf* m) {
+  m->ol_flags = 0;
+  m->packet_type = 0;
+  m->vlan_tci = 0;
+  m->vlan_tci_outer = 0;
+  rte_pktmbuf_reset_headroom(m);
+}
+
 // One packet into the program's vector: the frame's bytes (the mbuf's first
 // cache line, which the driver just wrote) and its intrinsic metadata. The
 // frame itself is not touched here: the program prefetches what it reads.
@@ -510,17 +523,30 @@ void SwitchDataplane::apply_decisions(Lcore& c, rte_mbuf** pkts, uint16_t n, Dec
 void SwitchDataplane::multicast(Lcore& c, rte_mbuf* m, const tna::Decision& d, bool sim_tx) {
   auto& reps = c.replicas;
   unsigned n = 0;
-  for (const tna::Replica& r : c.pre->members(d.group)) {
-    if (r.port == d.exclude_port) continue;
-    if (r.port >= ports_.count()) {
-      c.counters.bad_port_drops.add(1);
-      continue;
-    }
-    if (n == kMaxReplicas) {
-      c.counters.replica_overflow.add(1);
+  const std::vector<tna::Replica>& group = c.pre->members(d.group);
+  const uint16_t nports = ports_.count();
+  const unsigned take = unsigned(std::min<std::size_t>(group.size(), kMaxReplicas));
+  // One test per member in the common case (a member on a port that
+  // exists, not the excluded one).
+  for (unsigned i = 0; i < take; ++i) {
+    const tna::Replica r = group[i];
+    if (unlikely(r.port >= nports || r.port == d.exclude_port)) {
+      if (r.port != d.exclude_port) c.counters.bad_port_drops.add(1);
       continue;
     }
     reps[n++] = r;
+  }
+  if (unlikely(group.size() > take)) {  // members past the replica array
+    for (std::size_t i = take; i < group.size(); ++i) {
+      const tna::Replica& r = group[i];
+      if (r.port == d.exclude_port) continue;
+      if (r.port >= nports)
+        c.counters.bad_port_drops.add(1);
+      else if (n == kMaxReplicas)
+        c.counters.replica_overflow.add(1);
+      else
+        reps[n++] = r;
+    }
   }
   if (n == 0) {  // e.g. a flood from the only port
     rte_pktmbuf_free(m);
@@ -548,7 +574,7 @@ void SwitchDataplane::multicast(Lcore& c, rte_mbuf* m, const tna::Decision& d, b
   const unsigned from_spare = std::min<unsigned>(k, c.nspare);
   c.nspare = uint16_t(c.nspare - from_spare);
   rte_memcpy(bufs.data(), c.spare.data() + c.nspare, from_spare * sizeof(rte_mbuf*));
-  for (unsigned i = 0; i < from_spare; ++i) rte_pktmbuf_reset(bufs[i]);
+  for (unsigned i = 0; i < from_spare; ++i) reset_spare(bufs[i]);
   if (k > from_spare && rte_pktmbuf_alloc_bulk(ports_.pool(), bufs.data() + from_spare, k - from_spare) != 0) {
     c.counters.clone_failures.add(k - from_spare);
     rte_pktmbuf_free_bulk(bufs.data(), from_spare);
@@ -570,7 +596,12 @@ void SwitchDataplane::multicast(Lcore& c, rte_mbuf* m, const tna::Decision& d, b
   bufs[k] = m;
   out[k] = rte_pktmbuf_mtod(m, uint8_t*);
   c.prog->egress_replicas(src, len, reps.data(), out.data(), k + 1);
-  for (unsigned i = 0; i <= k; ++i) transmit(c, reps[i].port, bufs[i], sim_tx);
+  if (unlikely(sim_tx)) {
+    for (unsigned i = 0; i <= k; ++i) transmit_sim(c, reps[i].port, bufs[i]);
+    return;
+  }
+  TxPort* const tx = c.tx.get();  // once: the batch stores below would make the compiler reload it
+  for (unsigned i = 0; i <= k; ++i) tx[reps[i].port].send(bufs[i]);
 }
 
 // A multi-queue memif port's queue q >= 1, on its first packets since

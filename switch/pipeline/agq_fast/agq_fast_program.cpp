@@ -4,6 +4,7 @@
 #include "pipeline/agq_fast/agq_fast_program.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "pipeline/agq/salu.hpp"
 #include "pipeline/agq_fast/wire.hpp"
@@ -22,7 +23,11 @@ constexpr uint8_t kTypeData = uint8_t(AgqType::Data), kTypePsResult = uint8_t(Ag
 
 // The P4 metadata of one packet, carried from stage to stage of a burst.
 // Trivial (no member initializers): a burst's array costs nothing to
-// declare; each entry is zeroed when its packet enters stage 0.
+// declare. admit() sets what a later stage may read before writing it
+// (frame, ip, h, flags, job, worker, slot, verdict, drop); the rest is
+// written by the stage that produces it (admit: v, req_units, occ, cells
+// with slot; registers: seen, complete, window, pos, w with every verdict
+// that forward() reads them for).
 struct AgqFastProgram::Meta {
   uint8_t* frame;  // null: decided at admission (not agq traffic)
   uint8_t* ip;     // IPv4 header
@@ -46,7 +51,12 @@ AgqFastProgram::AgqFastProgram(AgqConfig cfg, ForwardingConfig fwd_cfg, tna::Rep
       book_(cfg),
       t_(fast_tables()),
       kernels_(&lane_kernels(best_simd())),
-      job_slot_(65536, 0) {}
+      job_slot_(65536, 0) {
+  // forward() decides Absorb without the table: it must say drop_absorbed.
+  for (ResultDelivery d : {ResultDelivery::Multicast, ResultDelivery::Ps})
+    if (t_.agq_forward_t[forward_key(Verdict::Absorb, d)].kind != ForwardAction::Kind::Drop)
+      throw std::logic_error("agq_forward_t: Absorb is not a drop");
+}
 
 AgqFastProgram::~AgqFastProgram() = default;
 
@@ -66,6 +76,7 @@ void AgqFastProgram::process_burst(tna::BurstPacket* pkts, unsigned n) {
   static_assert(kChunk <= Forwarding::kBurstMax);
   Meta meta[kChunk];
   FrameView* views = views_;  // filled for frames that are not agq traffic (scratch)
+  JobMemo memo;              // job_t's last hit: a burst is mostly one job's DATA
   uint8_t ordinary[kChunk];  // their burst indices, in arrival order, for Forwarding
   uint8_t admitted[kChunk];  // the agq frames' burst indices, in arrival order
   for (unsigned base = 0; base < n; base += kChunk) {
@@ -103,7 +114,7 @@ void AgqFastProgram::process_burst(tna::BurstPacket* pkts, unsigned n) {
       } else {
         AgqFrame f;
         if (locate_agq(p[i].bytes, p[i].len, f)) {
-          admit(p[i], f, meta[i]);
+          admit(p[i], f, meta[i], memo);
           admitted[na++] = uint8_t(i);
           run = false;
           continue;
@@ -163,13 +174,16 @@ bool AgqFastProgram::process_run(tna::BurstPacket& first, unsigned n) {
 // ---- stage 0: parser, header sanity, job_t, worker_t (Ingress::validate);
 // stages 1-2: slot and row indices. Nothing of any job is touched here.
 // `v`: the frame's parse, with a valid agq header.
-inline void AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& m) {
+inline void AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& m, JobMemo& memo) {
   // locate_agq() found the agq header: Ethernet, at most one tag, IPv4 IHL
   // 5 not a fragment, UDP to 50100, the whole header present.
-  m = Meta{};
   ++c_.agq_packets;
   m.frame = p.bytes;
+  m.job = nullptr;
   m.worker = &kWorkerMiss;
+  m.slot = nullptr;
+  m.verdict = Verdict::Drop;
+  m.drop = AgqDrop::None;
   m.ip = p.bytes + f.l3;
   uint8_t* h = m.h = p.bytes + f.agq;
   m.flags = h[kFlags];
@@ -181,7 +195,15 @@ inline void AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& 
   if ((h[kVerType] >> 4) != proto::kAgqVersion || (n_lanes != proto::kAgqLanes && n_lanes != proto::kAgqLanesT1) ||
       (type != kTypeData && type != kTypePsResult))
     return reject(AgqDrop::Malformed);
-  m.job = job_of(load_be16(h + kJobId));
+  // job_t, through the burst's one-entry memo: the job table's two
+  // dependent loads (id -> index -> entry) once per run of one job's frames
+  // instead of once per frame. Jobs change only between bursts.
+  const uint16_t job_id = load_be16(h + kJobId);
+  if (job_id != memo.id) {
+    memo.id = job_id;
+    memo.job = job_of(job_id);
+  }
+  m.job = memo.job;
   if (!m.job) return reject(AgqDrop::UnknownJob);
   const JobAction& job = m.job->job;
   if (n_lanes != job.lanes) return reject(AgqDrop::Malformed);
@@ -316,12 +338,18 @@ inline void AgqFastProgram::lanes(Meta& m, bool add, bool extract) {
 // ---- agq_forward_t (verdict, delivery): where the packet goes, and the
 // header of what leaves, written in place.
 inline void AgqFastProgram::forward(tna::BurstPacket& p, Meta& m) {
+  // N-1 of every N contributions end here: agq_forward_t's drop_absorbed
+  // for every delivery (checked in the constructor), no header written.
+  if (m.verdict == Verdict::Absorb) {
+    ++c_.ingress.absorbed;
+    p.decision = tna::Decision::drop(uint16_t(AgqDrop::Absorbed));
+    return;
+  }
   static const JobEntry kNoJob{};
   const JobAction& job = (m.job ? m.job : &kNoJob)->job;
   const ForwardAction& fa = t_.agq_forward_t[forward_key(m.verdict, job.delivery)];
   IngressCounters& c = c_.ingress;
   switch (m.verdict) {
-    case Verdict::Absorb: ++c.absorbed; m.drop = AgqDrop::Absorbed; break;
     case Verdict::Duplicate: ++c.duplicate; m.drop = AgqDrop::Duplicate; break;
     case Verdict::Result: ++c.results; break;
     case Verdict::Resend: ++c.result_resent; break;

@@ -121,8 +121,13 @@ class AgqFastProgram final : public AgqSwitchProgram {
     const uint16_t i = job_slot_[job_id];
     return i ? &jobs_[i - 1] : nullptr;
   }
+  // job_t's last lookup inside one process_burst() call (0x10000: none).
+  struct JobMemo {
+    uint32_t id = 0x10000;
+    const JobEntry* job = nullptr;
+  };
   // The stages of one packet; inlined into process_burst()'s loops.
-  [[gnu::always_inline]] void admit(tna::BurstPacket& p, const AgqFrame& f, Meta& m);
+  [[gnu::always_inline]] void admit(tna::BurstPacket& p, const AgqFrame& f, Meta& m, JobMemo& memo);
   [[gnu::always_inline]] void registers(Meta& m);
   [[gnu::always_inline]] void lanes(Meta& m, bool add, bool extract);
   [[gnu::always_inline]] void forward(tna::BurstPacket& p, Meta& m);
