@@ -147,7 +147,10 @@ struct ClassicProgram::Impl {
   [[gnu::always_inline]] inline PassResult ingress(const AgqFields& in, uint32_t* data);
   // Both write the decision to `out` (the burst's slot) rather than return
   // it: see Forwarding::apply.
-  void agq(uint8_t* payload, const tna::IngressIntrinsicMd& md, tna::Decision& out);
+  // Inlined into process_burst's AGQ-vector loop (a call per packet, with
+  // its register saves, showed in the profile).
+  [[gnu::always_inline]] inline void agq(uint8_t* payload, const tna::IngressIntrinsicMd& md,
+                                         tna::Decision& out);
   void run(uint8_t* bytes, const FrameView& v, Forwarding& fwd, const tna::IngressIntrinsicMd& md,
            tna::Decision& out);
   // Starts loading the register records an AGQ packet's pass will touch.
@@ -181,7 +184,7 @@ struct ClassicProgram::Impl {
 
 // One ingress pass (reference §3.4; classic/ingress.cpp has the same stages
 // as TNA register actions). `data` is the PHV's data0..3.
-PassResult ClassicProgram::Impl::ingress(const AgqFields& in, uint32_t* data) {
+inline PassResult ClassicProgram::Impl::ingress(const AgqFields& in, uint32_t* data) {
   PassResult r;
   const uint32_t h = in.hash_id, a = in.hash1;
   // Deviation (documented): on Tofino an index past the register size is
@@ -304,7 +307,7 @@ PassResult ClassicProgram::Impl::ingress(const AgqFields& in, uint32_t* data) {
   return r;
 }
 
-void ClassicProgram::Impl::agq(uint8_t* payload, const tna::IngressIntrinsicMd& md, tna::Decision& out) {
+inline void ClassicProgram::Impl::agq(uint8_t* payload, const tna::IngressIntrinsicMd& md, tna::Decision& out) {
   ++agq_packets;
   const AgqFields in = read_fields(payload);
   uint32_t original[kLanes];
