@@ -23,19 +23,34 @@
 //    sized to the chunk's max as PROTOCOL §5 does (margin 1: no clipping).
 //    Errors are relative to the largest |sum| of the sample.
 //
-//   bench_memory [--json FILE] [--chunks N]
-// prints a Markdown table; --json also writes the numbers (run.py plots them).
+// 3. Register memory per lcore instance (docs/ARCHITECTURE.md "Memory"):
+//    the switch runs one fast-program instance per dataplane lcore, lcore k
+//    of L holding only the rows of the shards s % L == k
+//    (pipeline/agq_fast/row_layout.hpp). For L = 1, 2, 4 and the default
+//    and maximum capacities filled with jobs, each instance's register bytes
+//    (AgqFastProgram::register_bytes) and the resident memory the jobs'
+//    installation added to the process (/proc/self/statm, all L instances),
+//    beside the full register file every instance held before.
+//
+//   bench_memory [--json FILE] [--chunks N] [--lcores-only]
+// prints Markdown tables; --json also writes the numbers of table 1-2 (run.py
+// plots them); --lcores-only prints table 3 alone.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "pipeline/agq/agq_program.hpp"
 #include "pipeline/agq/encoding.hpp"
+#include "pipeline/agq_fast/agq_fast_program.hpp"
 #include "proto/agq.hpp"
 #include "proto/frame.hpp"
 #include "tna/pre.hpp"
@@ -158,18 +173,89 @@ std::string cell(const ErrorStats& s) {
   return b;
 }
 
+// Resident bytes of this process (/proc/self/statm, pages).
+double resident_bytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  unsigned long size = 0, res = 0;
+  if (!f || std::fscanf(f, "%lu %lu", &size, &res) != 2) res = 0;
+  if (f) std::fclose(f);
+  return double(res) * double(sysconf(_SC_PAGESIZE));
+}
+
+// Table 3: L instances (lcore k of L) with jobs filling `cfg`; jobs of
+// 4096 rows (the 12-bit shard space) and up to 65536 slots each.
+void lcore_split_table() {
+  std::printf("\n| capacity (rows / slots) | lcores L | registers per instance (max over k) | all L instances |"
+              " resident added by the jobs (all L) | before: full file per instance, x L |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|\n");
+  for (const ag::AgqConfig cfg : {ag::AgqConfig{4096, 32768}, ag::AgqConfig{65536, 1u << 20}}) {
+    const double full = double(cfg.total_rows) * (sizeof(ag::fast::RowLanes) + 2) +
+                        double(cfg.total_slots) * sizeof(ag::fast::SlotRecord);
+    for (unsigned L : {1u, 2u, 4u}) {
+      // Each point in a fresh child process: the allocator of a process that
+      // freed the previous point's registers would hand them back resident.
+      std::fflush(stdout);
+      const pid_t child = fork();
+      if (child > 0) {
+        int status = 0;
+        waitpid(child, &status, 0);
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) std::exit(1);
+        continue;
+      }
+      std::vector<std::unique_ptr<agq::tna::ReplicationEngine>> pres;
+      std::vector<std::unique_ptr<ag::fast::AgqFastProgram>> inst;
+      for (unsigned k = 0; k < L; ++k) {
+        pres.push_back(std::make_unique<agq::tna::ReplicationEngine>());
+        inst.push_back(std::make_unique<ag::fast::AgqFastProgram>(cfg, agq::pipeline::ForwardingConfig{}, *pres[k]));
+        inst[k]->own_shards(k, L);
+      }
+      const double before = resident_bytes();
+      const uint32_t jobs = cfg.total_rows / 4096;
+      for (uint32_t j = 0; j < jobs; ++j) {
+        ag::JobSpec spec;
+        spec.job_id = uint16_t(1 + j);
+        spec.num_workers = 1;
+        spec.workers.push_back({0, 1, 0x0A000001u, {2, 0, 0, 0, 1, 0}});
+        spec.rows = 4096;
+        spec.slots = cfg.total_slots / jobs;
+        for (auto& p : inst)
+          if (auto err = p->add_job(spec)) {
+            std::fprintf(stderr, "bench_memory: add_job: %s\n", err->c_str());
+            std::exit(1);
+          }
+      }
+      const double added = resident_bytes() - before;
+      double most = 0, all = 0;
+      for (auto& p : inst) {
+        most = std::max(most, double(p->register_bytes()));
+        all += double(p->register_bytes());
+      }
+      std::printf("| %u / %u | %u | %.2f MiB | %.2f MiB | %.2f MiB | %.2f MiB x %u = %.2f MiB |\n", cfg.total_rows,
+                  cfg.total_slots, L, most / kMiB, all / kMiB, added / kMiB, full / kMiB, L, L * full / kMiB);
+      std::fflush(stdout);
+      std::_Exit(0);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string json;
   int chunks = 400;
+  bool lcores_only = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--json") && i + 1 < argc) json = argv[++i];
     else if (!std::strcmp(argv[i], "--chunks") && i + 1 < argc) chunks = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--lcores-only")) lcores_only = true;
     else {
-      std::fprintf(stderr, "usage: bench_memory [--json FILE] [--chunks N]\n");
+      std::fprintf(stderr, "usage: bench_memory [--json FILE] [--chunks N] [--lcores-only]\n");
       return 2;
     }
+  }
+  if (lcores_only) {
+    lcore_split_table();
+    return 0;
   }
   const double plain = kMiB / kRowBytes;
   const double plain_ctl = kMiB / (kRowBytes + kPlainSlotCtlBytes);
@@ -205,6 +291,7 @@ int main(int argc, char** argv) {
   std::printf("\nCapacity measured on AgqProgram (%u rows, uniform width). Errors: %d chunks x 32 lanes,"
               " relative to the largest |sum|; -1 in the JSON = width below g + 2.\n",
               kRows, chunks);
+  lcore_split_table();
   if (!json.empty()) {
     FILE* f = std::fopen(json.c_str(), "w");
     if (!f || std::fputs(js.c_str(), f) < 0 || std::fclose(f) != 0) {

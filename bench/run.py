@@ -492,6 +492,14 @@ class Bench:
                         sel = switch_lcore if dut == "switch" else testpmd_lcore
                         t0, c0 = time.monotonic(), thread_cpu_ns(p.pid, sel)
                         g = self.gen(t, secs)
+                        if g is None and p.poll() is None:
+                            # No report: on a loaded machine the generator can
+                            # miss a DUT still setting up its memif server
+                            # (dpdk-on-this-machine.md P6); once more, else the
+                            # rep has no number (never a zero).
+                            self.progress(f"throughput memif: rep {r + 1}/{reps} {t} {dut}: no report, again")
+                            t0, c0 = time.monotonic(), thread_cpu_ns(p.pid, sel)
+                            g = self.gen(t, secs)
                         t1, c1 = time.monotonic(), thread_cpu_ns(p.pid, sel)
                         # The DUT busy-polls the whole time: its CPU share over the run.
                         res[t][dut + "_cpu"] = (c1 - c0) / 1e9 / (t1 - t0) if c0 and c1 and c1 > c0 else None

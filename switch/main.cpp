@@ -181,6 +181,7 @@ int run_switch(const Flags& f) {
     for (unsigned i = 0; i < lcores; ++i) {
       auto pipe = std::make_unique<control::Pipe>();
       pipe->prog = control::make_program(cfg, pipe->pre);
+      pipe->prog->own_shards(i, lcores);  // lcore i's instance holds only its shards' registers
       control::install_entries(cfg, *pipe->prog);
       // Floods (broadcast, unknown unicast) go to every port but the ingress one.
       std::vector<tna::PortId> all(nports);

@@ -40,6 +40,7 @@ struct alignas(64) LcoreCounters {
   Counter memif_missing_rings;  // memif queues found without a client ring (then polled no more)
   Counter memif_missing_drops;  // what was read from such a queue before that (not the client's frames)
   Counter memif_check_retries; // ring checks a port-stats reset made undecidable (checked again on the next burst)
+  Counter run_packets;     // packets of one-flow runs the program decided at once (the fused path)
 
   // Calls fn(name, value) for every counter, in a stable order.
   template <typename Fn> void for_each(Fn&& fn) const {
@@ -62,6 +63,7 @@ struct alignas(64) LcoreCounters {
     fn("memif_missing_rings", memif_missing_rings.get());
     fn("memif_missing_drops", memif_missing_drops.get());
     fn("memif_check_retries", memif_check_retries.get());
+    fn("run_packets", run_packets.get());
   }
 };
 

@@ -22,6 +22,7 @@
 #include <stdexcept>
 
 #include "dataplane/idle_backoff.hpp"
+#include "dataplane/one_flow.hpp"
 #include "dataplane/tx_port.hpp"
 
 namespace agq::dataplane {
@@ -73,6 +74,10 @@ struct SwitchDataplane::Lcore {
   // most one burst's worth (Ports sizes the pool for it); freed in release().
   std::array<rte_mbuf*, kMaxBurst> spare;
   uint16_t nspare = 0;
+  // Rx bursts left to go without looking for a run, after the program
+  // declined one (traffic whose frames agree in their first bytes but are
+  // not ordinary, e.g. agq DATA of one job): the scan is not paid per burst.
+  uint16_t run_skip = 0;
   DigestSink sink;
   pipeline::SwitchProgram* sprog = nullptr;  // = prog, for the sink's removal
 };
@@ -222,6 +227,19 @@ uint64_t steady_ns() {
                                    .count());
 }
 
+// rte_pktmbuf_reset() of a spare (run_program's conditions: direct, one
+// segment, refcount 1, our pool), in the mbuf's first cache line only: its
+// `next` is already null (one segment) and its `tx_offload` means nothing
+// without the TX flags cleared here, so the second line -- reset writes
+// both -- is left alone. The lengths and port are set by the caller.
+inline void reset_spare(rte_mbuf* m) {
+  m->ol_flags = 0;
+  m->packet_type = 0;
+  m->vlan_tci = 0;
+  m->vlan_tci_outer = 0;
+  rte_pktmbuf_reset_headroom(m);
+}
+
 // One packet into the program's vector: the frame's bytes (the mbuf's first
 // cache line, which the driver just wrote) and its intrinsic metadata. The
 // frame itself is not touched here: the program prefetches what it reads.
@@ -331,6 +349,33 @@ bool SwitchDataplane::drain_shared_tx(Lcore& c) {
 template <bool kSharded>
 void SwitchDataplane::ingest(Lcore& c, uint16_t port, rte_mbuf** pkts, uint16_t n, uint64_t now_ns) {
   tna::BurstPacket* bp = c.burst.data();
+  // The fused path (one lcore: no shard to find per frame): a leading run
+  // of frames equal to frame 0 in every byte the program may read
+  // (run_length) is decided once by the program (process_run: its parser
+  // and Forwarding's tables on frame 0, counted for all) and leaves in one
+  // tx batch straight from the rx array -- no vector entry, no decision
+  // read per packet. The rest of the burst, or all of it if the program
+  // declines, takes the per-packet path below, in arrival order after the
+  // run.
+  if constexpr (!kSharded) {
+    if (n >= kMinRun && c.run_skip == 0) {
+      const uint16_t r = run_length(pkts, n);
+      if (r >= kMinRun) {
+        stage_packet(bp[0], pkts[0], port, now_ns);
+        if (c.prog->process_run(bp[0], r)) {
+          c.counters.run_packets.add(r);
+          send_run(c, pkts, r, bp[0].decision);
+          pkts += r;
+          n = uint16_t(n - r);
+          if (n == 0) return;
+        } else {
+          c.run_skip = kRunSkip;
+        }
+      }
+    } else if (c.run_skip) {
+      --c.run_skip;
+    }
+  }
   uint16_t nl = 0;
   constexpr uint16_t kAhead = 4;
   if constexpr (kSharded)
@@ -417,16 +462,34 @@ void SwitchDataplane::transmit_sim(Lcore& c, uint16_t port, rte_mbuf* m) {
 void SwitchDataplane::run_program(Lcore& c, uint16_t n) {
   tna::BurstPacket* bp = c.burst.data();
   c.prog->process_burst(bp, n);
+  apply_decisions(c, c.local.data(), n, [bp](uint16_t i) -> const tna::Decision& { return bp[i].decision; });
+}
 
+// A run the program decided at once (process_run): unicast to a port goes
+// out as one tx batch; anything else (a drop, e.g. a destination behind the
+// ingress port; a flood; a port that does not exist; the drop simulator's
+// tx side on) packet by packet, exactly as run_program would.
+void SwitchDataplane::send_run(Lcore& c, rte_mbuf** pkts, uint16_t n, const tna::Decision& d) {
+  if (likely(d.kind == tna::Decision::Kind::Unicast && d.port < ports_.count() && !drop_sim_.active(SimDir::Tx))) {
+    c.tx[d.port].send_burst(pkts, n);
+    return;
+  }
+  apply_decisions(c, pkts, n, [&d](uint16_t) -> const tna::Decision& { return d; });
+}
+
+// The decisions of pkts[0..n) (decision(i) of pkts[i]): unicast into the
+// tx batches, drops collected and freed in one bulk call, multicast through
+// the lcore's PRE.
+template <typename DecisionOf>
+void SwitchDataplane::apply_decisions(Lcore& c, rte_mbuf** pkts, uint16_t n, DecisionOf decision) {
   const uint16_t nports = ports_.count();
   const bool sim_tx = drop_sim_.active(SimDir::Tx);
-  rte_mbuf** pkts = c.local.data();
   uint16_t nd = 0, program_drops = 0;
   // Only a program with an egress control needs replica buffers.
   const uint16_t spare_cap = egress_ ? opt_.burst : 0;
   rte_mempool* const pool = ports_.pool();
   for (uint16_t i = 0; i < n; ++i) {
-    const tna::Decision& d = bp[i].decision;
+    const tna::Decision& d = decision(i);
     rte_mbuf* m = pkts[i];
     if (likely(d.kind == tna::Decision::Kind::Unicast && d.port < nports)) {
       transmit(c, d.port, m, sim_tx);
@@ -460,17 +523,30 @@ void SwitchDataplane::run_program(Lcore& c, uint16_t n) {
 void SwitchDataplane::multicast(Lcore& c, rte_mbuf* m, const tna::Decision& d, bool sim_tx) {
   auto& reps = c.replicas;
   unsigned n = 0;
-  for (const tna::Replica& r : c.pre->members(d.group)) {
-    if (r.port == d.exclude_port) continue;
-    if (r.port >= ports_.count()) {
-      c.counters.bad_port_drops.add(1);
-      continue;
-    }
-    if (n == kMaxReplicas) {
-      c.counters.replica_overflow.add(1);
+  const std::vector<tna::Replica>& group = c.pre->members(d.group);
+  const uint16_t nports = ports_.count();
+  const unsigned take = unsigned(std::min<std::size_t>(group.size(), kMaxReplicas));
+  // One test per member in the common case (a member on a port that
+  // exists, not the excluded one).
+  for (unsigned i = 0; i < take; ++i) {
+    const tna::Replica r = group[i];
+    if (unlikely(r.port >= nports || r.port == d.exclude_port)) {
+      if (r.port != d.exclude_port) c.counters.bad_port_drops.add(1);
       continue;
     }
     reps[n++] = r;
+  }
+  if (unlikely(group.size() > take)) {  // members past the replica array
+    for (std::size_t i = take; i < group.size(); ++i) {
+      const tna::Replica& r = group[i];
+      if (r.port == d.exclude_port) continue;
+      if (r.port >= nports)
+        c.counters.bad_port_drops.add(1);
+      else if (n == kMaxReplicas)
+        c.counters.replica_overflow.add(1);
+      else
+        reps[n++] = r;
+    }
   }
   if (n == 0) {  // e.g. a flood from the only port
     rte_pktmbuf_free(m);
@@ -498,7 +574,7 @@ void SwitchDataplane::multicast(Lcore& c, rte_mbuf* m, const tna::Decision& d, b
   const unsigned from_spare = std::min<unsigned>(k, c.nspare);
   c.nspare = uint16_t(c.nspare - from_spare);
   rte_memcpy(bufs.data(), c.spare.data() + c.nspare, from_spare * sizeof(rte_mbuf*));
-  for (unsigned i = 0; i < from_spare; ++i) rte_pktmbuf_reset(bufs[i]);
+  for (unsigned i = 0; i < from_spare; ++i) reset_spare(bufs[i]);
   if (k > from_spare && rte_pktmbuf_alloc_bulk(ports_.pool(), bufs.data() + from_spare, k - from_spare) != 0) {
     c.counters.clone_failures.add(k - from_spare);
     rte_pktmbuf_free_bulk(bufs.data(), from_spare);
@@ -520,7 +596,12 @@ void SwitchDataplane::multicast(Lcore& c, rte_mbuf* m, const tna::Decision& d, b
   bufs[k] = m;
   out[k] = rte_pktmbuf_mtod(m, uint8_t*);
   c.prog->egress_replicas(src, len, reps.data(), out.data(), k + 1);
-  for (unsigned i = 0; i <= k; ++i) transmit(c, reps[i].port, bufs[i], sim_tx);
+  if (unlikely(sim_tx)) {
+    for (unsigned i = 0; i <= k; ++i) transmit_sim(c, reps[i].port, bufs[i]);
+    return;
+  }
+  TxPort* const tx = c.tx.get();  // once: the batch stores below would make the compiler reload it
+  for (unsigned i = 0; i <= k; ++i) tx[reps[i].port].send(bufs[i]);
 }
 
 // A multi-queue memif port's queue q >= 1, on its first packets since

@@ -64,6 +64,11 @@ class SwitchDataplane {
   // An lcore with a memif queue switched off (no client ring) looks at that
   // port's link every this many rounds, to re-arm it after a reconnect.
   static constexpr unsigned kLinkCheckEvery = 256;
+  // The fused path (ingest): a run of at least this many equal frames is
+  // decided at once; after the program declines one, this many rx bursts
+  // go without the check.
+  static constexpr uint16_t kMinRun = 8;
+  static constexpr uint16_t kRunSkip = 64;
 
   struct RxQueue {
     uint16_t port, queue;
@@ -125,6 +130,8 @@ class SwitchDataplane {
   void handoff(Lcore& c);
   void process_inbox(Lcore& c, rte_mbuf** pkts, uint16_t n, uint64_t now_ns);
   void run_program(Lcore& c, uint16_t n);
+  void send_run(Lcore& c, rte_mbuf** pkts, uint16_t n, const tna::Decision& d);
+  template <typename DecisionOf> void apply_decisions(Lcore& c, rte_mbuf** pkts, uint16_t n, DecisionOf decision);
   void multicast(Lcore& c, rte_mbuf* m, const tna::Decision& d, bool sim_tx);
   uint16_t sim_drop_rx(Lcore& c, uint16_t port, rte_mbuf** pkts, uint16_t n);
   void transmit(Lcore& c, uint16_t port, rte_mbuf* m, bool sim_tx);

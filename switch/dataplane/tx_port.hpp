@@ -31,22 +31,47 @@ struct TxPort {
     if (n == cap) flush();
   }
 
+  // A run of k packets for this port (the dataplane's fused path hands the
+  // rx array itself): queued behind what is already batched, batches leaving
+  // as send() lets them; with nothing batched and at least a batch's worth,
+  // they go out in one call straight from `m`, with no store per packet.
+  void send_burst(rte_mbuf** m, uint16_t k) {
+    if (n == 0 && k >= cap) {
+      xmit(m, k);
+      return;
+    }
+    while (k) {
+      const uint16_t take = k < uint16_t(cap - n) ? k : uint16_t(cap - n);
+      for (uint16_t i = 0; i < take; ++i) pkts[n + i] = m[i];
+      n = uint16_t(n + take);
+      m += take;
+      k = uint16_t(k - take);
+      if (n == cap) flush();
+    }
+  }
+
   void flush() {
     if (n == 0) return;
+    xmit(pkts, n);
+    n = 0;
+  }
+
+ private:
+  // Out in one call; what the queue or ring refuses is freed and counted.
+  void xmit(rte_mbuf** m, uint16_t k) {
     uint16_t sent;
     if (handoff) {
-      sent = uint16_t(rte_ring_enqueue_burst(handoff, reinterpret_cast<void**>(pkts), n, nullptr));
+      sent = uint16_t(rte_ring_enqueue_burst(handoff, reinterpret_cast<void**>(m), k, nullptr));
       counters->tx_handoff.add(sent);
     } else {
-      sent = rte_eth_tx_burst(port, queue, pkts, n);
+      sent = rte_eth_tx_burst(port, queue, m, k);
       counters->tx.add(sent);
     }
-    if (sent < n) {
-      rte_pktmbuf_free_bulk(pkts + sent, n - sent);
-      dropped.add(n - sent);
-      counters->tx_dropped.add(n - sent);
+    if (sent < k) {
+      rte_pktmbuf_free_bulk(m + sent, k - sent);
+      dropped.add(k - sent);
+      counters->tx_dropped.add(k - sent);
     }
-    n = 0;
   }
 };
 

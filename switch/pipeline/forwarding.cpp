@@ -137,12 +137,13 @@ bool Forwarding::is_table_counter(std::string_view name) {
 
 // --- learning --------------------------------------------------------------
 
+template <bool kMemo>
 void Forwarding::learn(uint64_t src, tna::PortId port, uint64_t now_ns) {
   // A group address is never a valid source (IEEE 802); an entry for it
   // could never match, since group destinations flood before dmac, and would
   // only take a slot. kNoPort (no ingress port known) is not a place to send.
   if (is_group(src) || port == tna::kNoPort) return;
-  MacEntry* e = find_mac(src_memo_, src);
+  MacEntry* e = find_mac<kMemo>(src_memo_, src);
   if (e && e->port == port && !e->is_static) {
     // The hit state ageing reads (TNA's idle timeout): this instance's own.
     // The dataplane stamps a whole poll round with one time, so this stores
@@ -208,10 +209,11 @@ Forwarding::DigestResult Forwarding::install_learned(uint64_t src, tna::PortId p
 
 // --- data plane ------------------------------------------------------------
 
+template <bool kMemo>
 Forwarding::Counted Forwarding::decide(Fields& f, Hoisted h, const tna::IngressIntrinsicMd& md,
                                        tna::Decision& out, DecisionCounts& n) {
   const tna::PortId in = md.ingress_port;
-  if (h.learning) learn(f.src, in, md.ingress_mac_tstamp_ns);
+  if (h.learning) learn<kMemo>(f.src, in, md.ingress_mac_tstamp_ns);
 
   // ARP proxy. Only Ethernet/IPv4 requests are answered (the parser does not
   // check htype/ptype, and a reply to anything else would be garbage), and
@@ -242,7 +244,7 @@ Forwarding::Counted Forwarding::decide(Fields& f, Hoisted h, const tna::IngressI
 
   // L2.
   if (!is_group(f.dst)) {
-    if (const MacEntry* e = find_mac(dst_memo_, f.dst)) {
+    if (const MacEntry* e = find_mac<kMemo>(dst_memo_, f.dst)) {
       if (e->port == in) {
         out = tna::Decision::drop(reason(DropReason::L2SamePort));
         return kCountedNone;
@@ -306,20 +308,40 @@ void Forwarding::apply_burst(tna::BurstPacket* pkts, const FrameView* views, con
   // equal to the previous frame's is not prefetched again: a burst of one
   // flow hits the lookup memos (find_mac) or repeats a decision.
   uint64_t prev_src = ~0ull, prev_dst = ~0ull;
+  unsigned repeated = 0;  // frames whose source or destination is the previous frame's
   for (unsigned j = 0; j < n; ++j) {
     const unsigned i = idx[j];
     read_fields(pkts[i].bytes, views[i], f[j]);
-    if (h.learning && f[j].src != prev_src) dmac_.prefetch(f[j].src);
-    if (f[j].dst != prev_dst && !is_group(f[j].dst)) dmac_.prefetch(f[j].dst);
+    const bool same_src = f[j].src == prev_src, same_dst = f[j].dst == prev_dst;
+    if (h.learning && !same_src) dmac_.prefetch(f[j].src);
+    if (!same_dst && !is_group(f[j].dst)) dmac_.prefetch(f[j].dst);
     if (h.routes && f[j].ipv4) ipv4_host_.prefetch(f[j].ipv4_dst);
+    repeated += same_src | same_dst;
     prev_src = f[j].src;
     prev_dst = f[j].dst;
   }
-  // Stage 2: the control, in arrival order. A frame with the previous
-  // frame's decision inputs (same MACs, port and time stamp, neither an ARP
-  // frame, and with host routes the same IPv4 destination: see repeats())
-  // takes its decision and its count.
+  // Stage 2: the control, in arrival order. Cold traffic (no key equal to
+  // its predecessor's: a memo would not hit, no decision repeats) takes
+  // plain lookups and no repeat check; otherwise see decide_repeating().
   DecisionCounts counts;
+  if (repeated == 0) {
+    for (unsigned j = 0; j < n; ++j) {
+      tna::BurstPacket& p = pkts[idx[j]];
+      decide<false>(f[j], h, p.md, p.decision, counts);
+      if (f[j].arp_answered) write_arp_reply(p.bytes, p.bytes + views[idx[j]].l3_offset, f[j].arp_answer);
+    }
+  } else {
+    decide_repeating(pkts, views, idx, n, f, h, counts);
+  }
+  add(counts);
+}
+
+// A frame with the previous frame's decision inputs (same MACs, port and
+// time stamp, neither an ARP frame, and with host routes the same IPv4
+// destination: see repeats()) takes its decision and its count; the others
+// are decided with the lookup memos.
+void Forwarding::decide_repeating(tna::BurstPacket* pkts, const FrameView* views, const uint8_t* idx, unsigned n,
+                                  Fields* f, Hoisted h, DecisionCounts& counts) {
   const tna::BurstPacket* prev = nullptr;
   const FrameView* prev_view = nullptr;
   Counted prev_counted = kCountedNone;
@@ -342,26 +364,29 @@ void Forwarding::apply_burst(tna::BurstPacket* pkts, const FrameView* views, con
       prev = nullptr;  // its bytes are the reply's now
     }
   }
-  add(counts);
 }
 
 void Forwarding::apply_run(tna::BurstPacket* pkts, const FrameView& v, unsigned n) {
   if (n == 0) return;
-  const Hoisted h = hoisted();
-  Fields f;
-  read_fields(pkts[0].bytes, v, f);
-  DecisionCounts counts;
-  const Counted counted = decide(f, h, pkts[0].md, pkts[0].decision, counts);
-  if (f.arp_answered) {  // not for a run (same_inputs excludes ARP), but exact anyway
-    write_arp_reply(pkts[0].bytes, pkts[0].bytes + v.l3_offset, f.arp_answer);
-    add(counts);
-    for (unsigned j = 1; j < n; ++j) apply(pkts[j].bytes, v, pkts[j].md, pkts[j].decision);
+  if (!decide_run(pkts[0], v, n)) {  // ARP (same_inputs excludes it): frame by frame
+    for (unsigned j = 0; j < n; ++j) apply(pkts[j].bytes, v, pkts[j].md, pkts[j].decision);
     return;
   }
   const tna::Decision d = pkts[0].decision;
   for (unsigned j = 1; j < n; ++j) pkts[j].decision = d;
+}
+
+bool Forwarding::decide_run(tna::BurstPacket& first, const FrameView& v, unsigned n) {
+  if (v.arp_valid || n == 0) return false;
+  Fields f;
+  read_fields(first.bytes, v, f);
+  DecisionCounts counts;
+  const Counted counted = decide(f, hoisted(), first.md, first.decision, counts);
+  // The other n-1 frames: learning a no-op (the same source, port and time
+  // stamp was just learned, refreshed or reported), the lookups the same.
   counts.n[counted] += n - 1;
   add(counts);
+  return true;
 }
 
 tna::Decision Forwarding::apply(Headers& hdr, const tna::IngressIntrinsicMd& md) {

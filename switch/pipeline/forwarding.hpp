@@ -169,6 +169,13 @@ class Forwarding {
   // pkts[0] is decided as apply_burst() would; the others get its decision
   // and its count. Equal to apply_burst() over the n frames.
   void apply_run(tna::BurstPacket* pkts, const FrameView& v, unsigned n);
+  // The same for a run whose other frames the caller never shows (the
+  // dataplane's fused path, Program::process_run): `first` (parsed into
+  // `v`) stands for n frames with its decision inputs; it is decided once,
+  // the decision left in first.decision, and counted n times. False, with
+  // nothing done, for an ARP frame (an answered request rewrites every
+  // frame of the run, not one).
+  bool decide_run(tna::BurstPacket& first, const FrameView& v, unsigned n);
   // Whether packet b (view vb) has exactly the decision inputs of packet a
   // (view va): see repeats(). For a caller that builds runs (apply_run).
   bool same_inputs(const tna::BurstPacket& a, const FrameView& va, const tna::BurstPacket& b,
@@ -262,7 +269,13 @@ class Forwarding {
     uint64_t generation = ~0ull;
     MacEntry* entry = nullptr;
   };
+  // kMemo false: a plain lookup, the memo left as it is (still exact: it
+  // is keyed by the generation). apply_burst takes that for a burst with no
+  // key equal to its predecessor's (cold traffic, where a memo never hits
+  // and its check and update are pure cost).
+  template <bool kMemo = true>
   [[gnu::always_inline]] MacEntry* find_mac(MacMemo& m, uint64_t key) {
+    if constexpr (!kMemo) return dmac_.find(key);
     const uint64_t g = dmac_.generation();
     if (key == m.key && g == m.generation) return m.entry;
     m.key = key;
@@ -293,12 +306,17 @@ class Forwarding {
   // The forwarding control proper; on a proxied ARP request it sets
   // f.arp_answer* and the caller rewrites the frame or the headers.
   // Inlined into every apply (defined in forwarding.cpp, the only user).
+  template <bool kMemo = true>
   [[gnu::always_inline]] inline Counted decide(Fields& f, Hoisted h, const tna::IngressIntrinsicMd& md,
                                                tna::Decision& out, DecisionCounts& n);
   // Learning: the common case (a known station on its port) refreshes the
   // hit state inline; everything else takes learn_slow().
+  template <bool kMemo = true>
   [[gnu::always_inline]] inline void learn(uint64_t src, tna::PortId port, uint64_t now_ns);
   void learn_slow(uint64_t src, tna::PortId port, uint64_t now_ns, MacEntry* e);
+  // apply_burst's stage 2 for a burst with repeated keys.
+  void decide_repeating(tna::BurstPacket* pkts, const FrameView* views, const uint8_t* idx, unsigned n, Fields* f,
+                        Hoisted h, DecisionCounts& counts);
   DigestResult install_learned(uint64_t src, tna::PortId port, uint64_t now_ns);
   // Digest mode: reports (src, port) unless the filter says it was reported
   // less than kDigestRepeatNs ago.

@@ -113,12 +113,14 @@ inline ParserError parse_view(const uint8_t* p, size_t n, FrameView& v) {
 // and UDP destination port; for anything else all of bytes 12..43, which
 // holds every byte parse_view reads of a VLAN-tagged or non-IPv4 frame. An
 // agq frame's truncation also depends on its n_lanes byte (past 43): `va`
-// must not be one. One 32-byte compare (AVX2; the project's baseline is
+// must be neither a valid agq frame nor a parser error (a UDP frame to the
+// agq port cut short of the lanes its n_lanes byte promises is one, and an
+// equal frame with a smaller n_lanes is valid). One 32-byte compare (AVX2; the project's baseline is
 // x86-64-v3), so a repeated frame costs a few instructions instead of a
 // parse.
 inline constexpr size_t kSameParseMinLen = 44;
 inline bool same_parse(const uint8_t* a, size_t a_len, const FrameView& va, const uint8_t* b, size_t b_len) {
-  if (a_len != b_len || b_len < kSameParseMinLen || va.agq_valid) return false;
+  if (a_len != b_len || b_len < kSameParseMinLen || va.agq_valid || va.error != ParserError::None) return false;
   // Bytes 12..43 of both frames: bit i of `eq` set = byte 12 + i equal.
   const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 12));
   const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b + 12));

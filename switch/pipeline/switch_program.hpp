@@ -38,6 +38,12 @@ class SwitchProgram : public tna::Program {
   // kAnyShard: every instance holds it alike (or the program has one shard).
   virtual uint32_t aggregator_shard(uint32_t /*index*/) const { return tna::kAnyShard; }
 
+  // This instance runs on dataplane lcore `index` of `count` and gets only
+  // the packets of the shards s with s % count == index (docs/PROTOCOL.md
+  // section 10): a program may then hold only those shards' registers.
+  // Called before the lcores start; the default holds everything.
+  virtual void own_shards(unsigned /*index*/, unsigned /*count*/) {}
+
   // The switch's nonzero boot epoch (docs/PROTOCOL.md §11), written into
   // every agq frame the program makes; programs without such frames ignore it.
   virtual void set_epoch(uint16_t /*epoch*/) {}

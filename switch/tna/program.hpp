@@ -63,6 +63,22 @@ class Program {
       pkts[i].decision = process(std::span<uint8_t>(pkts[i].bytes, pkts[i].len), pkts[i].md);
   }
 
+  // A run: n >= 1 frames of one rx burst, all with first's length, ingress
+  // port and time stamp and equal to first's bytes in [0, kRunKeyBytes)
+  // (the dataplane compared them; the frames are not passed). A program
+  // whose pipeline, for a frame like `first`, reads no byte past
+  // kRunKeyBytes and keeps no state that the run's packets would see
+  // differently (ordinary forwarding: MAC learning is idempotent within a
+  // time stamp, the lookups read the same entries) decides `first` once,
+  // counts all n as process_burst() would over the n frames, and returns
+  // true: every frame of the run then takes first.decision (the frames are
+  // not rewritten). Otherwise it returns false having done nothing, and the
+  // caller runs process_burst(). VPP's cached key taken to the whole vector:
+  // the dataplane hands the run to one tx batch without a per-packet
+  // decision. The default declines.
+  static constexpr unsigned kRunKeyBytes = 44;
+  virtual bool process_run(BurstPacket& /*first*/, unsigned /*n*/) { return false; }
+
   // The frame's shard (docs/PROTOCOL.md section 10): the dataplane gives it
   // to lcore shard % lcores, whose instance of the program owns that state.
   // Read-only, cheap (fixed offsets plus a job lookup), any thread.

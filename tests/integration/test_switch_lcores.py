@@ -9,11 +9,16 @@ shared-nothing, docs/ARCHITECTURE.md) against the same switch with one.
    port must carry exactly the frames the one-lcore switch sends, byte for
    byte (the order between shards of different lcores is free), and every
    sequence must complete.
+2. The register cells, read through agqctl (`dump`, which asks the lcore
+   that owns each row's shard: lcore 1's instance holds only the rows of the
+   odd shards, docs/ARCHITECTURE.md "Memory"), equal the one-lcore switch's
+   cell for cell, and say every slot completed both versions.
 The same with real agq-workers and job changes while they run:
 test_switch_lcores_workers.py (a multi-process test, Release pass only).
 
 The DATA frames are built here (tests/pkt/agq_proto.py), not by the switch.
 """
+import json
 import random
 
 import pytest
@@ -21,7 +26,7 @@ from scapy.layers.l2 import Ether
 from scapy.utils import rdpcap, wrpcap
 
 from agq_proto import DATA, RESULT, AgqHeader, agq_frame, encode_value
-from harness import binary, counters, eal_args, unique_prefix, wait_for
+from harness import agqctl, binary, counters, eal_args, unique_prefix, wait_for
 
 N_WORKERS, SLOTS, ROWS, WIDTH = 4, 32, 16, 16  # 2 slots of 16 bits per row: no fallback
 JOB_IDS = (1, 2)            # job k + 1 enters on port k, its PS is port 2 + k
@@ -76,7 +81,8 @@ def traffic(job, rng):
 
 def run_switch(procs, tmp_path, name, lcores, rx_files):
     """rx_files[k]: the pcap(s) of port k, one per rx queue. Returns the
-    frames each port sent and the switch's counters."""
+    frames each port sent, the switch's counters and its register cells
+    (agqctl dump --json of every job row)."""
     cfg = tmp_path / "agq.toml"
     cfg.write_text(config())
     sock = tmp_path / f"{name}.sock"
@@ -97,9 +103,12 @@ def run_switch(procs, tmp_path, name, lcores, rx_files):
 
     wait_for(done, 30, what=f"{name}: every RESULT replica sent")
     c = counters(sock)
+    r = agqctl(sock, "--json", "dump", "0", str(ROWS * len(JOB_IDS)))
+    assert r.returncode == 0, r.stdout + r.stderr
+    cells = {d["aggregator"]: d["cells"] for d in json.loads(r.stdout)}
     assert sw.stop() == 0, sw.output()
     out = {p: sorted(bytes(x) for x in rdpcap(str(tmp_path / f"{name}_out{p}.pcap"))) for p in range(4)}
-    return out, c, sw.output()
+    return out, c, sw.output(), cells
 
 
 @pytest.mark.parametrize("mode", ["steered", "hand-off"])
@@ -114,9 +123,9 @@ def test_two_lcores_equal_one_lcore_byte_for_byte(procs, tmp_path, mode):
         files[(k, "all")] = tmp_path / f"in{k}.pcap"
         wrpcap(str(files[(k, "all")]), [Ether(f) for _, f in frames])
     # The reference: one lcore, one queue per port.
-    ref, _, _ = run_switch(procs, tmp_path, "one", "0", {k: [files[(k, "all")]] for k in range(2)})
+    ref, _, _, ref_cells = run_switch(procs, tmp_path, "one", "0", {k: [files[(k, "all")]] for k in range(2)})
     queues = {k: [files[(k, 0)], files[(k, 1)]] if mode == "steered" else [files[(k, "all")]] for k in range(2)}
-    two, c, log = run_switch(procs, tmp_path, "two", "0,1", queues)
+    two, c, log, cells = run_switch(procs, tmp_path, "two", "0,1", queues)
 
     assert "2 lcores" in log, log
     for p in range(4):
@@ -128,6 +137,19 @@ def test_two_lcores_equal_one_lcore_byte_for_byte(procs, tmp_path, mode):
         assert len(results) == 2 * SLOTS * N_WORKERS
         assert all(h.type == RESULT and h.job_id == job and h.epoch == EPOCH for h in results)
     assert ref[2] == ref[3] == []  # nothing to the PS: no fallback
+    # Registers through agqctl: each row read from its owner lcore equals the
+    # one-lcore switch's; rows of both lcores hold completed sequences.
+    owners = set()
+    for k, job in enumerate(JOB_IDS):
+        for r in range(ROWS):
+            row = k * ROWS + r  # conf above: job 1 rows 0..15, job 2 rows 16..31
+            assert cells[row] == ref_cells[row], f"row {row} (job {job}, shard {(job + r) & 0xFFF})"
+            owners.add((job + r) % 2)
+            slots = [n for n in cells[row] if n.startswith("slot_count[")]
+            assert len(slots) == 2 * (1 << row_shift(SLOTS, ROWS)), cells[row]  # .v0 and .v1 of each slot
+            assert all(cells[row][n] == N_WORKERS for n in slots), cells[row]
+            assert any(v != 0 for n, v in cells[row].items() if n.startswith("lane")), f"row {row}: lanes all zero"
+    assert owners == {0, 1}
     for name in ("dp.handoff_drops", "dp.tx_dropped", "dp.multiseg_drops"):
         assert c[name] == 0, (name, c)
     if mode == "steered":

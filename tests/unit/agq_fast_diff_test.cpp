@@ -9,7 +9,12 @@
 // mid-trace; bursts with several packets on one slot and one row. Every
 // output frame (bytes and decision), every egress replica, every counter
 // and every register cell must be identical, for every SIMD variant the
-// CPU has.
+// CPU has -- and for the switch's shared-nothing split: L fast instances,
+// instance k holding only the rows of the shards k mod L (row_layout.hpp),
+// each packet given to the instance the dataplane gives it to (its shard's
+// owner; shard-less frames to instance 0), counters summed as the control
+// plane sums them (control::Pipes), each register cell read from its owner,
+// and no other instance holding it.
 #include <gtest/gtest.h>
 
 #include <map>
@@ -18,6 +23,7 @@
 
 #include "../common/random_frames.hpp"
 #include "agq_test_util.hpp"
+#include "control/pipes.hpp"
 #include "pipeline/agq_fast/agq_fast_program.hpp"
 #include "pipeline/agq_fast/wire.hpp"
 
@@ -262,16 +268,33 @@ class Trace {
   bool sticky_ = false;
 };
 
+// The model and L fast instances (lcore k of L each), as the switch runs them.
 struct Programs {
-  explicit Programs(fast::Simd simd) : model(kCfg, pipeline::ForwardingConfig{}, model_pre),
-                                       fast(kCfg, pipeline::ForwardingConfig{}, fast_pre) {
-    EXPECT_TRUE(fast.set_simd(simd));
+  explicit Programs(fast::Simd simd, unsigned lcores = 1) : model(kCfg, pipeline::ForwardingConfig{}, model_pre) {
     model.set_epoch(0xE0C4);
-    fast.set_epoch(0xE0C4);
+    std::vector<pipeline::SwitchProgram*> all;
+    for (unsigned k = 0; k < lcores; ++k) {
+      pres.push_back(std::make_unique<tna::ReplicationEngine>());
+      insts.push_back(std::make_unique<fast::AgqFastProgram>(kCfg, pipeline::ForwardingConfig{}, *pres.back()));
+      EXPECT_TRUE(insts.back()->set_simd(simd));
+      insts.back()->set_epoch(0xE0C4);
+      insts.back()->own_shards(k, lcores);
+      all.push_back(insts.back().get());
+    }
+    pipes = std::make_unique<control::Pipes>(all);
   }
-  tna::ReplicationEngine model_pre, fast_pre;
+  unsigned lcores() const { return unsigned(insts.size()); }
+  // The instance the dataplane gives a frame to: its shard's owner;
+  // shard-less frames to instance 0 (the only one whose tables learn here).
+  unsigned owner_of(const std::vector<uint8_t>& b) const { return pipes->owner(fast().shard_of(b)); }
+  fast::AgqFastProgram& fast(unsigned k = 0) const { return *insts.at(k); }
+  tna::ReplicationEngine& fast_pre(unsigned k = 0) const { return *pres.at(k); }
+
+  tna::ReplicationEngine model_pre;
   AgqProgram model;
-  fast::AgqFastProgram fast;
+  std::vector<std::unique_ptr<tna::ReplicationEngine>> pres;
+  std::vector<std::unique_ptr<fast::AgqFastProgram>> insts;
+  std::unique_ptr<control::Pipes> pipes;
 };
 
 std::vector<std::pair<std::string, uint64_t>> counters_of(const tna::Program& p) {
@@ -280,15 +303,36 @@ std::vector<std::pair<std::string, uint64_t>> counters_of(const tna::Program& p)
   return out;
 }
 
-void expect_same_cells(const AgqSwitchProgram& a, const AgqSwitchProgram& b, const std::string& when) {
-  const RegisterCells& x = a.cells();
-  const RegisterCells& y = b.cells();
+std::vector<std::pair<std::string, uint64_t>> counters_of(control::Pipes& p) {
+  std::vector<std::pair<std::string, uint64_t>> out;
+  p.visit_counters([&](std::string_view n, uint64_t v) { out.emplace_back(std::string(n), v); });
+  return out;
+}
+
+// Every register cell of the model equals the one of the instance that owns
+// it (PROTOCOL §10: the shard of its row, mod L); no other instance holds
+// it. A row or slot of no job is held by no instance and reads as zero.
+void expect_same_cells(const Programs& p, const std::string& when) {
+  const unsigned L = p.lcores();
+  std::vector<uint32_t> row_owner(kCfg.total_rows, ~0u), slot_owner(kCfg.total_slots, ~0u);
+  for (const JobSpec& j : p.model.jobs()) {
+    const JobPlacement pl = *p.model.placement(j.job_id);
+    for (uint32_t r = 0; r < pl.rows; ++r) row_owner[pl.row_base + r] = ((j.job_id + r) & 0xFFFu) % L;
+    for (uint32_t s = 0; s < pl.slots; ++s) slot_owner[pl.slot_base + s] = ((j.job_id + (s >> pl.row_shift)) & 0xFFFu) % L;
+  }
+  const RegisterCells& x = p.model.cells();
   for (uint32_t i = 0; i < kCfg.total_slots; ++i) {
+    for (unsigned k = 0; k < L; ++k)
+      ASSERT_EQ(p.fast(k).cells().owns_slot(i), slot_owner[i] == k) << "slot " << i << " on instance " << k << " " << when;
+    const RegisterCells& y = p.fast(slot_owner[i] == ~0u ? 0 : slot_owner[i]).cells();
     ASSERT_EQ(x.slot_bitmap(i), y.slot_bitmap(i)) << "slot_bitmap[" << i << "] " << when;
     ASSERT_EQ(x.slot_count(i), y.slot_count(i)) << "slot_count[" << i << "] " << when;
     ASSERT_EQ(x.slot_window(i), y.slot_window(i)) << "slot_window[" << i << "] " << when;
   }
   for (uint32_t r = 0; r < kCfg.total_rows; ++r) {
+    for (unsigned k = 0; k < L; ++k)
+      ASSERT_EQ(p.fast(k).cells().owns_row(r), row_owner[r] == k) << "row " << r << " on instance " << k << " " << when;
+    const RegisterCells& y = p.fast(row_owner[r] == ~0u ? 0 : row_owner[r]).cells();
     ASSERT_EQ(x.row_occupancy(r), y.row_occupancy(r)) << "row_occupancy[" << r << "] " << when;
     for (unsigned k = 0; k < 32; ++k) ASSERT_EQ(x.lane(r, k), y.lane(r, k)) << "lane" << k << "[" << r << "] " << when;
   }
@@ -300,17 +344,19 @@ struct Stats {
   std::map<std::string, uint64_t> counters;  // the model's, summed over the trace
 };
 
-void run_trace(uint64_t seed, fast::Simd simd, unsigned n_packets, Stats& st) {
-  Programs p(simd);
+void run_trace(uint64_t seed, fast::Simd simd, unsigned n_packets, Stats& st, unsigned lcores = 1) {
+  Programs p(simd, lcores);
   Trace t(seed);
   t.install_forwarding(p.model);
-  t.install_forwarding(p.fast);
+  for (unsigned k = 0; k < lcores; ++k) t.install_forwarding(p.fast(k));
   uint16_t next_id = 1;
   auto add = [&](const JobSpec& j) {
     const auto e1 = p.model.add_job(j);
-    const auto e2 = p.fast.add_job(j);
-    ASSERT_EQ(e1, e2);
-    ASSERT_EQ(p.model.placement(j.job_id).has_value(), p.fast.placement(j.job_id).has_value());
+    for (unsigned k = 0; k < lcores; ++k) {
+      const auto e2 = p.fast(k).add_job(j);
+      ASSERT_EQ(e1, e2);
+      ASSERT_EQ(p.model.placement(j.job_id).has_value(), p.fast(k).placement(j.job_id).has_value());
+    }
     if (!e1) t.job_added(j);
     ++st.jobs_changed;
   };
@@ -323,7 +369,8 @@ void run_trace(uint64_t seed, fast::Simd simd, unsigned n_packets, Stats& st) {
         auto it = t.jobs().begin();
         std::advance(it, t.below(unsigned(t.jobs().size())));
         const uint16_t id = it->first;
-        ASSERT_EQ(p.model.remove_job(id), p.fast.remove_job(id));
+        const bool removed = p.model.remove_job(id);
+        for (unsigned k = 0; k < lcores; ++k) ASSERT_EQ(removed, p.fast(k).remove_job(id));
         t.job_removed(id);
         ++st.jobs_changed;
       } else {
@@ -338,6 +385,7 @@ void run_trace(uint64_t seed, fast::Simd simd, unsigned n_packets, Stats& st) {
     sent += n;
     std::vector<std::vector<uint8_t>> model_bytes, fast_bytes;
     std::vector<tna::BurstPacket> burst(n);
+    std::vector<unsigned> owner(n);  // the instance that processes packet i
     std::vector<Decision> model_d(n);
     std::set<uint32_t> slot_keys;  // job << 16 | slot
     bool shared = false;
@@ -352,9 +400,10 @@ void run_trace(uint64_t seed, fast::Simd simd, unsigned n_packets, Stats& st) {
       md.ingress_port = in[i].port;
       model_d[i] = p.model.process(model_bytes[i], md);
       burst[i] = tna::BurstPacket{fast_bytes[i].data(), uint16_t(fast_bytes[i].size()), md, {}};
+      owner[i] = p.owner_of(in[i].bytes);
       // The shard (PROTOCOL §10): every DATA that touches state has one, the
       // same as the generic AgqSwitchProgram::shard_of computes.
-      const uint32_t shard = p.fast.shard_of(in[i].bytes);
+      const uint32_t shard = p.fast().shard_of(in[i].bytes);
       if (shard != tna::kAnyShard) {
         ASSERT_EQ(shard, p.model.shard_of(in[i].bytes));
       }
@@ -363,7 +412,17 @@ void run_trace(uint64_t seed, fast::Simd simd, unsigned n_packets, Stats& st) {
         shared |= !slot_keys.insert(uint32_t(b[44]) << 24 | uint32_t(b[45]) << 16 | uint32_t(b[48]) << 8 | b[49]).second;
       }
     }
-    p.fast.process_burst(burst.data(), n);
+    // Each instance gets its packets of the burst, in arrival order, as
+    // its lcore's burst (after the dataplane's hand-off).
+    for (unsigned k = 0; k < lcores; ++k) {
+      std::vector<tna::BurstPacket> mine;
+      for (unsigned i = 0; i < n; ++i)
+        if (owner[i] == k) mine.push_back(burst[i]);
+      if (mine.empty()) continue;
+      p.fast(k).process_burst(mine.data(), unsigned(mine.size()));
+      for (unsigned i = 0, j = 0; i < n; ++i)
+        if (owner[i] == k) burst[i].decision = mine[j++].decision;
+    }
     for (unsigned i = 0; i < n; ++i) {  // a packet that went through the registers had a shard
       // Absorbed, duplicate, or turned into a RESULT / FALLBACK_DATA (type 2, 4).
       const bool data = in[i].bytes.size() > 42 && (in[i].bytes[42] & 0x0F) == 1 && in[i].bytes[12] == 0x08;
@@ -372,7 +431,7 @@ void run_trace(uint64_t seed, fast::Simd simd, unsigned n_packets, Stats& st) {
                             model_d[i].drop_reason == uint16_t(AgqDrop::Duplicate) ||
                             (model_d[i].kind != Decision::Kind::Drop && (out_type == 2 || out_type == 4));
       if (stateful && data) {
-        ASSERT_NE(p.fast.shard_of(in[i].bytes), tna::kAnyShard) << "an aggregated DATA without a shard";
+        ASSERT_NE(p.fast().shard_of(in[i].bytes), tna::kAnyShard) << "an aggregated DATA without a shard";
       }
     }
     st.shared_slot_bursts += shared;
@@ -387,7 +446,8 @@ void run_trace(uint64_t seed, fast::Simd simd, unsigned n_packets, Stats& st) {
       if (model_d[i].kind == Decision::Kind::Multicast) {
         ++st.results;
         const auto& mm = p.model_pre.members(model_d[i].group);
-        ASSERT_EQ(mm, p.fast_pre.members(model_d[i].group)) << what;
+        fast::AgqFastProgram& f = p.fast(owner[i]);
+        ASSERT_EQ(mm, p.fast_pre(owner[i]).members(model_d[i].group)) << what;
         // The whole group in one egress_replicas() call, as the dataplane
         // makes it (copies into fresh buffers, the original rewritten last)
         // must give each replica the model's egress() bytes.
@@ -396,12 +456,12 @@ void run_trace(uint64_t seed, fast::Simd simd, unsigned n_packets, Stats& st) {
         for (size_t r = 0; r < mm.size(); ++r)
           out[r] = r + 1 == mm.size() ? fast_bytes[i].data() : (group[r].resize(fast_bytes[i].size()), group[r].data());
         const std::vector<uint8_t> fast_result = fast_bytes[i];
-        p.fast.egress_replicas(fast_bytes[i].data(), uint16_t(fast_bytes[i].size()), mm.data(), out.data(),
+        f.egress_replicas(fast_bytes[i].data(), uint16_t(fast_bytes[i].size()), mm.data(), out.data(),
                                unsigned(mm.size()));
         for (size_t r = 0; r < mm.size(); ++r) {
           auto a = model_bytes[i], b = fast_result;
           p.model.egress(a, mm[r].port, mm[r].rid);
-          p.fast.egress(b, mm[r].port, mm[r].rid);
+          f.egress(b, mm[r].port, mm[r].rid);
           ASSERT_EQ(a, b) << what << " replica rid " << mm[r].rid;
           ASSERT_EQ(a, std::vector<uint8_t>(out[r], out[r] + a.size())) << what << " group replica rid " << mm[r].rid;
           ++st.replicas;
@@ -409,12 +469,28 @@ void run_trace(uint64_t seed, fast::Simd simd, unsigned n_packets, Stats& st) {
       }
     }
     st.packets += n;
-    ASSERT_EQ(counters_of(p.model), counters_of(p.fast)) << "after packet " << st.packets;
-    if (st.bursts % 16 == 0) expect_same_cells(p.model, p.fast, "after packet " + std::to_string(st.packets));
+    ASSERT_EQ(counters_of(p.model), counters_of(*p.pipes)) << "after packet " << st.packets;
+    if (st.bursts % 16 == 0) expect_same_cells(p, "after packet " + std::to_string(st.packets));
   }
-  expect_same_cells(p.model, p.fast, "at the end");
+  expect_same_cells(p, "at the end");
   for (const auto& [name, v] : counters_of(p.model)) st.counters[name] += v;
-  for (uint32_t r = 0; r < kCfg.total_rows; ++r) ASSERT_EQ(p.model.dump_aggregator(r), p.fast.dump_aggregator(r));
+  // agqctl's dump: each row read from the owner of its shard (commands.cpp).
+  for (uint32_t r = 0; r < kCfg.total_rows; ++r) {
+    const unsigned k = p.pipes->owner(p.fast().aggregator_shard(r));
+    ASSERT_EQ(p.model.dump_aggregator(r), p.fast(k).dump_aggregator(r)) << "row " << r << " from instance " << k;
+  }
+  // Every instance aggregated: the split is not vacuous.
+  for (unsigned k = 0; k < lcores; ++k) {
+    uint64_t contributions = 0;
+    p.fast(k).visit_counters([&](std::string_view n, uint64_t v) {
+      if (n == "agq_contributions") contributions = v;
+    });
+    EXPECT_GT(contributions, 0u) << "instance " << k << " of " << lcores;
+  }
+  // clear state: every instance zeroes the rows it holds.
+  p.model.clear_state();
+  for (unsigned k = 0; k < lcores; ++k) p.fast(k).clear_state();
+  expect_same_cells(p, "after clear_state");
 }
 
 std::vector<fast::Simd> variants() {
@@ -463,6 +539,26 @@ TEST(AgqFastDiff, RandomTracesEqualTheModelFrameByFrameAndCellByCell) {
   }
 }
 
+// The switch's split over L lcores (docs/PROTOCOL.md §10, row_layout.hpp):
+// L = 2 and 4 take the power-of-two arithmetic, L = 3 the per-job table.
+TEST(AgqFastDiff, InstancesOfLcoresTogetherEqualTheModel) {
+#if defined(__SANITIZE_ADDRESS__)
+  const unsigned kPackets = 2000;
+#else
+  const unsigned kPackets = 8000;
+#endif
+  for (unsigned lcores : {2u, 3u, 4u}) {
+    for (uint64_t seed : {1u, 2u}) {
+      Stats st;
+      run_trace(seed, fast::best_simd(), kPackets, st, lcores);
+      if (HasFatalFailure()) return;
+      std::printf("%u lcores, seed %lu: %lu packets, %lu results, %lu job changes\n", lcores, (unsigned long)seed,
+                  (unsigned long)st.packets, (unsigned long)st.results, (unsigned long)st.jobs_changed);
+      EXPECT_GT(st.results, 0u);
+    }
+  }
+}
+
 // The one deliberate difference: the fast program updates IPv4 checksums
 // incrementally (RFC 1624), so a frame that arrived with a wrong checksum
 // leaves with a wrong one; the model recomputes it. Everything else is equal.
@@ -470,7 +566,7 @@ TEST(AgqFastDiff, IncrementalChecksumKeepsAWrongChecksumWrong) {
   Programs p(fast::best_simd());
   const JobSpec j = job_spec(1, 2, 4, 4);
   ASSERT_FALSE(p.model.add_job(j));
-  ASSERT_FALSE(p.fast.add_job(j));
+  ASSERT_FALSE(p.fast().add_job(j));
   tna::IngressIntrinsicMd md;
   for (uint8_t w : {0, 1}) {
     auto f = worker_frame(j, w, data_pkt(j, w, 0, 0, 16, std::vector<uint32_t>(32, 5)));
@@ -478,13 +574,13 @@ TEST(AgqFastDiff, IncrementalChecksumKeepsAWrongChecksumWrong) {
     auto g = f;
     md.ingress_port = j.workers[w].port;
     const Decision dm = p.model.process(f, md);
-    const Decision df = p.fast.process(g, md);
+    const Decision df = p.fast().process(g, md);
     ASSERT_TRUE(same(dm, df));
     if (w == 0) continue;
     ASSERT_EQ(dm.kind, Decision::Kind::Multicast);
     const tna::Replica r = p.model_pre.members(dm.group).at(0);
     p.model.egress(f, r.port, r.rid);
-    p.fast.egress(g, r.port, r.rid);
+    p.fast().egress(g, r.port, r.rid);
     pipeline::Headers hm, hf;
     ASSERT_EQ(pipeline::parse(f, hm), pipeline::ParserError::None);
     ASSERT_EQ(pipeline::parse(g, hf), pipeline::ParserError::None);
@@ -494,4 +590,43 @@ TEST(AgqFastDiff, IncrementalChecksumKeepsAWrongChecksumWrong) {
     f[25] = g[25];
     EXPECT_EQ(f, g);
   }
+}
+
+// locate_agq()'s untagged fast shape (three masked word compares) against
+// its generic field-by-field path, on agq frames of both lane profiles,
+// every other kind of traffic, and their mutations -- including single-byte
+// changes at exactly the bytes the compares cover and every truncation
+// around the header's end: same answer, same offsets, always.
+TEST(AgqFastDiff, LocateAgqFastShapeEqualsTheGenericPath) {
+  testframes::FrameGen gen(0x10CA7E);
+  static const std::size_t kShapeBytes[] = {12, 13, 14, 20, 21, 23, 36, 37, 59};
+  unsigned fast_hits = 0;
+  auto check = [&](const std::vector<uint8_t>& f) {
+    fast::AgqFrame a, b;
+    const bool got = fast::locate_agq(f.data(), f.size(), a);
+    const bool want = fast::locate_agq_generic(f.data(), f.size(), b);
+    ASSERT_EQ(got, want) << "frame of " << f.size() << " bytes";
+    if (!got) return;
+    EXPECT_EQ(a.l3, b.l3);
+    EXPECT_EQ(a.agq, b.agq);
+    if (a.l3 == 14) ++fast_hits;
+  };
+  for (int i = 0; i < 200000; ++i) {
+    std::vector<uint8_t> f = gen.chance(60) ? gen.agq() : gen.valid(true);
+    if (gen.chance(30)) gen.mutate(f);
+    check(f);
+    if (HasFatalFailure()) return;
+    if (f.size() > 60 && gen.chance(30)) {  // one byte the fast compares look at
+      const std::size_t at = kShapeBytes[gen.below(std::size(kShapeBytes))];
+      f[at] = gen.chance(50) ? uint8_t(f[at] ^ (1u << gen.below(8))) : uint8_t(gen.below(256));
+      check(f);
+    }
+    if (f.size() > 60 && gen.chance(10)) {  // lengths around the fixed header and the lanes
+      const std::size_t cut = 58 + gen.below(f.size() - 58);
+      f.resize(cut);
+      check(f);
+    }
+    if (HasFatalFailure()) return;
+  }
+  EXPECT_GT(fast_hits, 50000u);  // the fast shape really was exercised
 }

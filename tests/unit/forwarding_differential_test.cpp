@@ -128,8 +128,12 @@ TEST(ParserView, SameParseIsExact) {
   for (int i = 0; i < 200000; ++i) {
     Frame a = gen.any(i % 3 == 0, 30);
     Frame b = a;
-    switch (gen.below(4)) {
+    switch (gen.below(5)) {
       case 0: break;
+      case 4:  // a byte past the compared ones (an agq header's n_lanes decides its truncation)
+        if (b.size() > pipeline::kSameParseMinLen)
+          b[pipeline::kSameParseMinLen + gen.below(b.size() - pipeline::kSameParseMinLen)] = uint8_t(gen.below(256));
+        break;
       case 1:  // a few bytes of the headers
         for (unsigned k = 0, n = unsigned(1 + gen.below(3)); k < n && !b.empty(); ++k)
           b[gen.below(std::min<size_t>(b.size(), 64))] = uint8_t(gen.below(256));
@@ -153,6 +157,34 @@ TEST(ParserView, SameParseIsExact) {
   }
   EXPECT_GT(said_same, 40000u);
   EXPECT_GT(said_same_differing, 5000u);  // the IPv4 mask: bytes the parser does not read may differ
+}
+
+// An agq header cut short of the 32 lanes its n_lanes byte promises is a
+// parser error; the same bytes saying 16 lanes are a valid 16-lane frame:
+// the n_lanes byte, past the compared ones, decides, so an error view is
+// never a model (agq_fast's parse loop met this on its differential test).
+TEST(ParserView, SameParseRefusesATruncatedAgqModel) {
+  FrameGen gen(3);
+  Frame f;
+  FrameView v;
+  do {
+    f = gen.agq();
+    pipeline::parse_view(f.data(), f.size(), v);
+  } while (!v.agq_valid || v.vlan_valid);
+  const size_t at = v.payload_offset + 17;
+  Frame a = f;
+  a.resize(v.payload_offset + proto::header_len(proto::kAgqLanesT1));
+  a[at] = uint8_t(proto::kAgqLanes);
+  Frame b = a;
+  b[at] = uint8_t(proto::kAgqLanesT1);
+  std::array<uint8_t, 2048> ba{}, bb{};
+  std::copy(a.begin(), a.end(), ba.begin());
+  std::copy(b.begin(), b.end(), bb.begin());
+  FrameView va, vb;
+  ASSERT_EQ(pipeline::parse_view(ba.data(), a.size(), va), ParserError::Truncated);
+  ASSERT_EQ(pipeline::parse_view(bb.data(), b.size(), vb), ParserError::None);
+  ASSERT_TRUE(vb.agq_valid);
+  EXPECT_FALSE(pipeline::same_parse(ba.data(), a.size(), va, bb.data(), b.size()));
 }
 
 namespace {

@@ -74,7 +74,9 @@ struct Pair {
 };
 
 // Read access to every register cell of an agq program (docs/PROTOCOL.md
-// §3), whatever its memory layout: dumps, tests.
+// §3), whatever its memory layout: dumps, tests. An instance that holds only
+// some lcore's rows (own_shards) says which: a cell it does not hold reads
+// as zero, and the owner instance has its value.
 class RegisterCells {
  public:
   virtual ~RegisterCells() = default;
@@ -83,6 +85,11 @@ class RegisterCells {
   virtual Pair<uint16_t> slot_window(uint32_t slot_index) const = 0;
   virtual Pair<uint8_t> row_occupancy(uint32_t row) const = 0;
   virtual Pair<uint32_t> lane(uint32_t row, unsigned k) const = 0;  // lane00..lane31
+  // Whether this instance holds the row (its row_occupancy and lanes) / the
+  // slot. A row or slot of no job is held by no instance of a partitioned
+  // program (it reads as zero everywhere).
+  virtual bool owns_row(uint32_t /*row*/) const { return true; }
+  virtual bool owns_slot(uint32_t /*slot_index*/) const { return true; }
 };
 
 class JobBook;

@@ -4,6 +4,7 @@
 #include "pipeline/agq_fast/agq_fast_program.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "pipeline/agq/salu.hpp"
 #include "pipeline/agq_fast/wire.hpp"
@@ -22,7 +23,11 @@ constexpr uint8_t kTypeData = uint8_t(AgqType::Data), kTypePsResult = uint8_t(Ag
 
 // The P4 metadata of one packet, carried from stage to stage of a burst.
 // Trivial (no member initializers): a burst's array costs nothing to
-// declare; each entry is zeroed when its packet enters stage 0.
+// declare. admit() sets what a later stage may read before writing it
+// (frame, ip, h, flags, job, worker, slot, verdict, drop); the rest is
+// written by the stage that produces it (admit: v, req_units, occ, cells
+// with slot; registers: seen, complete, window, pos, w with every verdict
+// that forward() reads them for).
 struct AgqFastProgram::Meta {
   uint8_t* frame;  // null: decided at admission (not agq traffic)
   uint8_t* ip;     // IPv4 header
@@ -46,10 +51,12 @@ AgqFastProgram::AgqFastProgram(AgqConfig cfg, ForwardingConfig fwd_cfg, tna::Rep
       book_(cfg),
       t_(fast_tables()),
       kernels_(&lane_kernels(best_simd())),
-      job_slot_(65536, 0),
-      slots_(cfg.total_slots),
-      row_occupancy_(cfg.total_rows),
-      lanes_(cfg.total_rows) {}
+      job_slot_(65536, 0) {
+  // forward() decides Absorb without the table: it must say drop_absorbed.
+  for (ResultDelivery d : {ResultDelivery::Multicast, ResultDelivery::Ps})
+    if (t_.agq_forward_t[forward_key(Verdict::Absorb, d)].kind != ForwardAction::Kind::Drop)
+      throw std::logic_error("agq_forward_t: Absorb is not a drop");
+}
 
 AgqFastProgram::~AgqFastProgram() = default;
 
@@ -69,7 +76,9 @@ void AgqFastProgram::process_burst(tna::BurstPacket* pkts, unsigned n) {
   static_assert(kChunk <= Forwarding::kBurstMax);
   Meta meta[kChunk];
   FrameView* views = views_;  // filled for frames that are not agq traffic (scratch)
+  JobMemo memo;              // job_t's last hit: a burst is mostly one job's DATA
   uint8_t ordinary[kChunk];  // their burst indices, in arrival order, for Forwarding
+  uint8_t admitted[kChunk];  // the agq frames' burst indices, in arrival order
   for (unsigned base = 0; base < n; base += kChunk) {
     tna::BurstPacket* p = pkts + base;
     const unsigned m = std::min(kChunk, n - base);
@@ -77,40 +86,66 @@ void AgqFastProgram::process_burst(tna::BurstPacket* pkts, unsigned n) {
     // the slot records and rows the register stages will touch. A frame
     // that is not agq traffic is parsed (view only) and listed for the
     // forwarding stage, or dropped on a parser error.
-    unsigned k = 0;
+    unsigned k = 0, na = 0;
     // Frames are prefetched ahead of the parser: the first line (headers,
     // all an ordinary frame needs) 4 packets ahead, the agq lanes' second
     // line 2 ahead.
     for (unsigned i = 0; i < m && i < 4; ++i) __builtin_prefetch(p[i].bytes);
+    // An ordinary frame shaped like the last one parsed takes its view
+    // without a parse (same_parse: exact); `run`: every frame so far is
+    // ordinary, shaped like frame 0 and with its forwarding inputs (a
+    // vector of one flow: decided once, Forwarding::apply_run), as in the
+    // classic program.
+    const FrameView* model = nullptr;
+    unsigned model_i = 0;
+    bool run = true;
     for (unsigned i = 0; i < m; ++i) {
       if (i + 4 < m) __builtin_prefetch(p[i + 4].bytes);
       if (i + 2 < m) __builtin_prefetch(p[i + 2].bytes + 64);
-      // agq traffic is found at fixed offsets (locate_agq() accepts exactly
-      // the frames parse() accepts with a valid agq header) and admitted
-      // there; only other frames take the generic parse (parse_view()
-      // agrees with parse(), which the model runs) and its FrameView.
-      AgqFrame f;
-      if (locate_agq(p[i].bytes, p[i].len, f)) {
-        admit(p[i], f, meta[i]);
-        continue;
+      // A frame shaped like the last parsed one (never agq traffic: see
+      // below) parses as it did, so it is not agq traffic either (same_parse
+      // is exact). agq traffic is found at fixed offsets (locate_agq()
+      // accepts exactly the frames parse() accepts with a valid agq header)
+      // and admitted there; only other frames take the generic parse
+      // (parse_view() agrees with parse(), which the model runs) and its
+      // FrameView.
+      if (model && same_parse(p[model_i].bytes, p[model_i].len, *model, p[i].bytes, p[i].len)) {
+        views[i] = *model;
+      } else {
+        AgqFrame f;
+        if (locate_agq(p[i].bytes, p[i].len, f)) {
+          admit(p[i], f, meta[i], memo);
+          admitted[na++] = uint8_t(i);
+          run = false;
+          continue;
+        }
+        parse_view(p[i].bytes, p[i].len, views[i]);
+        model = &views[i];
+        model_i = i;
       }
-      parse_view(p[i].bytes, p[i].len, views[i]);
-      meta[i].frame = nullptr;  // no register stage, no agq_forward_t
-      meta[i].slot = nullptr;
-      if (views[i].error != ParserError::None) {
+      if (model->error != ParserError::None) {
+        run = false;
         ++c_.parser_errors;
         ++c_.fwd_drops[std::size_t(DropReason::ParserError)];
         p[i].decision = tna::Decision::drop(uint16_t(DropReason::ParserError));
         continue;
       }
       ordinary[k++] = uint8_t(i);
+      if (run && i > 0) run = model_i == 0 && forwarding().same_inputs(p[0], views[0], p[i], views[0]);
+    }
+    if (run) {  // every frame ordinary: one flow
+      forwarding().apply_run(p, views[0], m);
+      const tna::Decision& d = p[0].decision;
+      if (d.kind == tna::Decision::Kind::Drop && d.drop_reason < c_.fwd_drops.size()) c_.fwd_drops[d.drop_reason] += m;
+      continue;
     }
     // Stages 2-17: the registers, packet by packet in arrival order.
-    for (unsigned i = 0; i < m; ++i)
-      if (meta[i].slot) registers(meta[i]);
+    // Only admitted frames have a meta (an ordinary frame writes none).
+    for (unsigned j = 0; j < na; ++j)
+      if (meta[admitted[j]].slot) registers(meta[admitted[j]]);
     // agq_forward_t and the header of what leaves.
-    for (unsigned i = 0; i < m; ++i)
-      if (meta[i].frame) forward(p[i], meta[i]);
+    for (unsigned j = 0; j < na; ++j)
+      if (meta[admitted[j]].frame) forward(p[admitted[j]], meta[admitted[j]]);
     // Ordinary forwarding (L2, host routes, ARP proxy) over its own
     // sub-vector: its tables are not the registers, so running it after the
     // agq packets of the burst changes no result.
@@ -124,16 +159,31 @@ void AgqFastProgram::process_burst(tna::BurstPacket* pkts, unsigned n) {
   }
 }
 
+bool AgqFastProgram::process_run(tna::BurstPacket& first, unsigned n) {
+  // locate_agq() accepts exactly the frames parse_view() finds a valid agq
+  // header in; those (and parser errors, ARP) go through process_burst().
+  FrameView v;
+  parse_view(first.bytes, first.len, v);
+  if (v.error != ParserError::None || v.agq_valid) return false;
+  if (!forwarding().decide_run(first, v, n)) return false;
+  const tna::Decision& d = first.decision;
+  if (d.kind == tna::Decision::Kind::Drop && d.drop_reason < c_.fwd_drops.size()) c_.fwd_drops[d.drop_reason] += n;
+  return true;
+}
+
 // ---- stage 0: parser, header sanity, job_t, worker_t (Ingress::validate);
 // stages 1-2: slot and row indices. Nothing of any job is touched here.
 // `v`: the frame's parse, with a valid agq header.
-inline void AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& m) {
+inline void AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& m, JobMemo& memo) {
   // locate_agq() found the agq header: Ethernet, at most one tag, IPv4 IHL
   // 5 not a fragment, UDP to 50100, the whole header present.
-  m = Meta{};
   ++c_.agq_packets;
   m.frame = p.bytes;
+  m.job = nullptr;
   m.worker = &kWorkerMiss;
+  m.slot = nullptr;
+  m.verdict = Verdict::Drop;
+  m.drop = AgqDrop::None;
   m.ip = p.bytes + f.l3;
   uint8_t* h = m.h = p.bytes + f.agq;
   m.flags = h[kFlags];
@@ -145,7 +195,15 @@ inline void AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& 
   if ((h[kVerType] >> 4) != proto::kAgqVersion || (n_lanes != proto::kAgqLanes && n_lanes != proto::kAgqLanesT1) ||
       (type != kTypeData && type != kTypePsResult))
     return reject(AgqDrop::Malformed);
-  m.job = job_of(load_be16(h + kJobId));
+  // job_t, through the burst's one-entry memo: the job table's two
+  // dependent loads (id -> index -> entry) once per run of one job's frames
+  // instead of once per frame. Jobs change only between bursts.
+  const uint16_t job_id = load_be16(h + kJobId);
+  if (job_id != memo.id) {
+    memo.id = job_id;
+    memo.job = job_of(job_id);
+  }
+  m.job = memo.job;
   if (!m.job) return reject(AgqDrop::UnknownJob);
   const JobAction& job = m.job->job;
   if (n_lanes != job.lanes) return reject(AgqDrop::Malformed);
@@ -173,10 +231,15 @@ inline void AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& 
   // slot_row_t: the job's constant shift.
   m.v = m.flags & proto::kAgqFlagVersion;
   m.req_units = std::min<uint8_t>(uint8_t(req >> 2), job.max_units);
-  const uint32_t row = job.row_base + (uint32_t(slot) >> job.row_shift);
-  m.slot = &slots_[job.slot_base + slot];
-  m.occ = &row_occupancy_[row];
-  m.cells = lanes_[row].half[m.v];
+  // slot_row_t, then the owner-major layout (row_layout.hpp): the row's
+  // index among the rows of the job this instance holds.
+  const JobRows& rows = m.job->rows;
+  const uint32_t lr = rows.local(uint32_t(slot) >> job.row_shift);
+  if (lr == JobRows::kNotHere) [[unlikely]]
+    return reject(AgqDrop::BadSlot);  // another lcore's row: never handed here by the dataplane
+  m.slot = rows.slot(lr, slot);
+  m.occ = rows.occupancy(lr);
+  m.cells = rows.lanes(lr)->half[m.v];
   __builtin_prefetch(m.slot, 1);
   __builtin_prefetch(m.cells, 1);
   if (job.lanes > 16) __builtin_prefetch(m.cells + 16, 1);
@@ -275,12 +338,18 @@ inline void AgqFastProgram::lanes(Meta& m, bool add, bool extract) {
 // ---- agq_forward_t (verdict, delivery): where the packet goes, and the
 // header of what leaves, written in place.
 inline void AgqFastProgram::forward(tna::BurstPacket& p, Meta& m) {
+  // N-1 of every N contributions end here: agq_forward_t's drop_absorbed
+  // for every delivery (checked in the constructor), no header written.
+  if (m.verdict == Verdict::Absorb) {
+    ++c_.ingress.absorbed;
+    p.decision = tna::Decision::drop(uint16_t(AgqDrop::Absorbed));
+    return;
+  }
   static const JobEntry kNoJob{};
   const JobAction& job = (m.job ? m.job : &kNoJob)->job;
   const ForwardAction& fa = t_.agq_forward_t[forward_key(m.verdict, job.delivery)];
   IngressCounters& c = c_.ingress;
   switch (m.verdict) {
-    case Verdict::Absorb: ++c.absorbed; m.drop = AgqDrop::Absorbed; break;
     case Verdict::Duplicate: ++c.duplicate; m.drop = AgqDrop::Duplicate; break;
     case Verdict::Result: ++c.results; break;
     case Verdict::Resend: ++c.result_resent; break;
@@ -394,10 +463,71 @@ void AgqFastProgram::clear_counters() {
 }
 
 void AgqFastProgram::clear_state() {
-  std::fill(slots_.begin(), slots_.end(), SlotRecord{});
-  std::fill(row_occupancy_.begin(), row_occupancy_.end(), Pair<uint8_t>{});
-  std::fill(lanes_.begin(), lanes_.end(), RowLanes{});
+  for (JobEntry& e : jobs_) e.rows.clear();
 }
+
+void AgqFastProgram::own_shards(unsigned index, unsigned count) {
+  owner_ = ShardOwner{index, count == 0 ? 1u : count};
+  for (const auto& [id, rec] : book_.records())
+    jobs_[rec.place.job_index].rows = JobRows(owner_, id, rec.place.rows, rec.place.row_shift);
+}
+
+std::size_t AgqFastProgram::register_bytes() const {
+  std::size_t n = 0;
+  for (const JobEntry& e : jobs_) n += e.rows.bytes();
+  return n;
+}
+
+// ---- register reads by global index (View): the job that holds a row or
+// slot, then the layout. Control plane only.
+const JobEntry* AgqFastProgram::View::row_job(uint32_t row, uint32_t& local) const {
+  auto it = p_.by_row_.upper_bound(row);
+  if (it == p_.by_row_.begin()) return nullptr;
+  const JobEntry& e = p_.jobs_[(--it)->second];
+  if (row - e.job.row_base >= e.rows.rows()) return nullptr;
+  local = e.rows.local(row - e.job.row_base);
+  return local == JobRows::kNotHere ? nullptr : &e;
+}
+
+const SlotRecord* AgqFastProgram::View::slot(uint32_t i) const {
+  auto it = p_.by_slot_.upper_bound(i);
+  if (it == p_.by_slot_.begin()) return nullptr;
+  const JobEntry& e = p_.jobs_[(--it)->second];
+  const uint32_t s = i - e.job.slot_base;
+  if (s >= e.job.slots) return nullptr;
+  const uint32_t lr = e.rows.local(s >> e.job.row_shift);
+  return lr == JobRows::kNotHere ? nullptr : e.rows.slot(lr, s);
+}
+
+Pair<uint32_t> AgqFastProgram::View::slot_bitmap(uint32_t i) const {
+  const SlotRecord* r = slot(i);
+  return r ? r->slot_bitmap : Pair<uint32_t>{};
+}
+Pair<uint8_t> AgqFastProgram::View::slot_count(uint32_t i) const {
+  const SlotRecord* r = slot(i);
+  return r ? r->slot_count : Pair<uint8_t>{};
+}
+Pair<uint16_t> AgqFastProgram::View::slot_window(uint32_t i) const {
+  const SlotRecord* r = slot(i);
+  return r ? r->slot_window : Pair<uint16_t>{};
+}
+Pair<uint8_t> AgqFastProgram::View::row_occupancy(uint32_t row) const {
+  uint32_t lr;
+  const JobEntry* e = row_job(row, lr);
+  return e ? *e->rows.occupancy(lr) : Pair<uint8_t>{};
+}
+Pair<uint32_t> AgqFastProgram::View::lane(uint32_t row, unsigned k) const {
+  uint32_t lr;
+  const JobEntry* e = row_job(row, lr);
+  if (!e || k >= unsigned(proto::kAgqLanes)) return {};
+  const RowLanes& l = *e->rows.lanes(lr);
+  return {l.half[0][k], l.half[1][k]};
+}
+bool AgqFastProgram::View::owns_row(uint32_t row) const {
+  uint32_t lr;
+  return row_job(row, lr) != nullptr;
+}
+bool AgqFastProgram::View::owns_slot(uint32_t i) const { return slot(i) != nullptr; }
 
 // ---- control plane (between bursts, on the lcore that owns the instance).
 std::optional<std::string> AgqFastProgram::add_job(const JobSpec& job) {
@@ -413,6 +543,9 @@ std::optional<std::string> AgqFastProgram::add_job(const JobSpec& job) {
     e.worker[w.worker_id] = worker_action(w);
     replicas.push_back({w.port, w.worker_id});
   }
+  e.rows = JobRows(owner_, job.job_id, p.rows, p.row_shift);  // zeroed, on this lcore: first touch is the owner's
+  by_row_[p.row_base] = p.job_index;
+  by_slot_[p.slot_base] = p.job_index;
   job_slot_[job.job_id] = uint16_t(p.job_index + 1);
   pre().set_group(p.mcast_grp, std::move(replicas));
   book_.commit(job, p);
@@ -425,9 +558,8 @@ bool AgqFastProgram::remove_job(uint16_t job_id) {
   job_slot_[job_id] = 0;
   jobs_[rec->place.job_index] = JobEntry{};
   pre().remove_group(rec->place.mcast_grp);
-  std::fill_n(slots_.begin() + rec->place.slot_base, rec->place.slots, SlotRecord{});
-  std::fill_n(row_occupancy_.begin() + rec->place.row_base, rec->place.rows, Pair<uint8_t>{});
-  std::fill_n(lanes_.begin() + rec->place.row_base, rec->place.rows, RowLanes{});
+  by_row_.erase(rec->place.row_base);  // the job's registers went with its JobEntry
+  by_slot_.erase(rec->place.slot_base);
   return true;
 }
 

@@ -24,6 +24,7 @@
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,27 +36,16 @@
 #include "pipeline/agq/tables.hpp"
 #include "pipeline/agq_fast/fast_tables.hpp"
 #include "pipeline/agq_fast/lanes_simd.hpp"
+#include "pipeline/agq_fast/row_layout.hpp"
 #include "pipeline/agq_fast/wire.hpp"
 
 namespace agq::pipeline::agq::fast {
 
-// slot_bitmap, slot_count and slot_window of one slot: one cache access.
-struct SlotRecord {
-  Pair<uint32_t> slot_bitmap;
-  Pair<uint16_t> slot_window;
-  Pair<uint8_t> slot_count;
-};
-static_assert(sizeof(SlotRecord) <= 16);
-
-// lane00..lane31 of one row, half v contiguous (a 32-lane pass touches two
-// cache lines, a 16-lane pass one).
-struct alignas(64) RowLanes {
-  uint32_t half[2][proto::kAgqLanes];
-};
-
-// job_t's action data and the job's worker_t / egress_worker_t entries.
+// job_t's action data, the job's worker_t / egress_worker_t entries, and
+// the registers of its rows that this instance holds (row_layout.hpp).
 struct JobEntry {
   JobAction job;
+  JobRows rows;
   std::array<WorkerAction, kMaxWorkers> worker;
 };
 
@@ -67,6 +57,10 @@ class AgqFastProgram final : public AgqSwitchProgram {
   std::string_view name() const override { return "agq"; }
   tna::Decision process(std::span<uint8_t> bytes, const tna::IngressIntrinsicMd& md) override;
   void process_burst(tna::BurstPacket* pkts, unsigned n) override;
+  // An ordinary frame (the parser reads bytes < 44 of it, Forwarding the
+  // MACs and the IPv4 destination) is a run; aggregation traffic, ARP and
+  // parser errors are declined (tna::Program::process_run).
+  bool process_run(tna::BurstPacket& first, unsigned n) override;
   uint32_t shard_of(std::span<const uint8_t> bytes) const override;
   bool has_egress() const override { return true; }
   void egress(std::span<uint8_t> bytes, tna::PortId egress_port, uint16_t rid) override;
@@ -77,6 +71,13 @@ class AgqFastProgram final : public AgqSwitchProgram {
   void clear_counters() override;
   void clear_state() override;
   void set_epoch(uint16_t epoch) override { epoch_ = epoch; }
+  // This instance is lcore `index` of `count` (PROTOCOL §10): it holds the
+  // registers of the rows whose shard % count == index, and no others. The
+  // registers of jobs already installed are laid out anew, zeroed.
+  void own_shards(unsigned index, unsigned count) override;
+  ShardOwner shard_owner() const { return owner_; }
+  // Register memory this instance holds (the jobs' owned rows and slots).
+  std::size_t register_bytes() const;
 
   std::optional<std::string> add_job(const JobSpec& job) override;
   bool remove_job(uint16_t job_id) override;
@@ -97,19 +98,22 @@ class AgqFastProgram final : public AgqSwitchProgram {
 
  private:
   struct Meta;
+  // Register reads by global index (the model's), through the layout: a
+  // cell of a row this instance does not hold reads as zero (owns_*: false).
   class View final : public RegisterCells {
    public:
     explicit View(const AgqFastProgram& p) : p_(p) {}
-    Pair<uint32_t> slot_bitmap(uint32_t i) const override { return p_.slots_.at(i).slot_bitmap; }
-    Pair<uint8_t> slot_count(uint32_t i) const override { return p_.slots_.at(i).slot_count; }
-    Pair<uint16_t> slot_window(uint32_t i) const override { return p_.slots_.at(i).slot_window; }
-    Pair<uint8_t> row_occupancy(uint32_t row) const override { return p_.row_occupancy_.at(row); }
-    Pair<uint32_t> lane(uint32_t row, unsigned k) const override {
-      const RowLanes& r = p_.lanes_.at(row);
-      return {r.half[0][k], r.half[1][k]};
-    }
+    Pair<uint32_t> slot_bitmap(uint32_t i) const override;
+    Pair<uint8_t> slot_count(uint32_t i) const override;
+    Pair<uint16_t> slot_window(uint32_t i) const override;
+    Pair<uint8_t> row_occupancy(uint32_t row) const override;
+    Pair<uint32_t> lane(uint32_t row, unsigned k) const override;
+    bool owns_row(uint32_t row) const override;
+    bool owns_slot(uint32_t slot_index) const override;
 
    private:
+    const SlotRecord* slot(uint32_t i) const;
+    const JobEntry* row_job(uint32_t row, uint32_t& local) const;
     const AgqFastProgram& p_;
   };
 
@@ -117,8 +121,13 @@ class AgqFastProgram final : public AgqSwitchProgram {
     const uint16_t i = job_slot_[job_id];
     return i ? &jobs_[i - 1] : nullptr;
   }
+  // job_t's last lookup inside one process_burst() call (0x10000: none).
+  struct JobMemo {
+    uint32_t id = 0x10000;
+    const JobEntry* job = nullptr;
+  };
   // The stages of one packet; inlined into process_burst()'s loops.
-  [[gnu::always_inline]] void admit(tna::BurstPacket& p, const AgqFrame& f, Meta& m);
+  [[gnu::always_inline]] void admit(tna::BurstPacket& p, const AgqFrame& f, Meta& m, JobMemo& memo);
   [[gnu::always_inline]] void registers(Meta& m);
   [[gnu::always_inline]] void lanes(Meta& m, bool add, bool extract);
   [[gnu::always_inline]] void forward(tna::BurstPacket& p, Meta& m);
@@ -130,16 +139,17 @@ class AgqFastProgram final : public AgqSwitchProgram {
   // job_t: job id -> 1 + index into jobs_ (0: job_miss).
   std::vector<uint16_t> job_slot_;
   std::vector<JobEntry> jobs_;  // by job index (the PRE group's offset)
-  // The registers.
-  std::vector<SlotRecord> slots_;
-  std::vector<Pair<uint8_t>> row_occupancy_;
-  std::vector<RowLanes> lanes_;
+  // The registers: in each job's JobRows, for the rows this instance owns.
+  ShardOwner owner_;
   View view_{*this};
   // process_burst()'s parse views of the frames that are not agq traffic:
   // scratch, written by parse_view() before every read, so a burst does not
   // zero a 64-entry array on the stack (FrameView has member initialisers).
   FrameView views_[kChunk];
   ProgramCounters c_;
+  // Register reads (View, control plane only): first row / first slot of a
+  // job -> its index in jobs_.
+  std::map<uint32_t, uint16_t> by_row_, by_slot_;
 };
 
 }  // namespace agq::pipeline::agq::fast

@@ -31,12 +31,46 @@ struct AgqFrame {
   uint16_t agq = 0;
 };
 
+inline bool locate_agq_generic(const uint8_t* p, std::size_t n, AgqFrame& f);
+
 // True exactly when pipeline::parse() would accept the frame without error
 // and mark its agq header valid (Ethernet, at most one 802.1Q tag, IPv4
 // version 4 IHL 5 not a fragment, UDP to port 50100, the whole header of its
 // lane profile present). Everything else -- parser errors, ordinary traffic
 // -- takes the parser and the Forwarding control, as in the model.
+//
+// The untagged shape (nearly all agq traffic) is tested first with three
+// masked word compares of the bytes the generic path reads one by one:
+// EtherType 0x0800 and 0x45 (bytes 12-14), fragment flags/offset and
+// protocol (20-21, 23), UDP destination port (36-37). A match means the
+// generic path would take exactly those branches, so only the length
+// checks remain; anything else (tagged, short, other traffic) takes the
+// generic path. tests/unit/agq_fast_diff_test.cpp (LocateAgqFastShapeEqualsTheGenericPath)
+// compares the two.
 inline bool locate_agq(const uint8_t* p, std::size_t n, AgqFrame& f) {
+  constexpr std::size_t kAgq = 14 + kIpToAgq;  // the untagged agq header's offset
+  if (n >= kAgq + proto::kAgqFixedLen) [[likely]] {
+    uint64_t a, b;
+    uint16_t c;
+    std::memcpy(&a, p + 12, 8);  // little-endian host: byte 12 is the low byte
+    std::memcpy(&b, p + 20, 8);
+    std::memcpy(&c, p + 36, 2);
+    static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__);
+    constexpr uint64_t kMaskA = 0xFFFFFF, kWantA = 0x450008;  // 08 00 45
+    constexpr uint64_t kMaskB = 0xFF00FF3F, kWantB = uint64_t(proto::kIpProtoUdp) << 24;
+    constexpr uint16_t kWantC = uint16_t(proto::kAgqPort >> 8 | (proto::kAgqPort & 0xFF) << 8);
+    if ((((a & kMaskA) ^ kWantA) | ((b & kMaskB) ^ kWantB) | uint64_t(c ^ kWantC)) == 0) {
+      if (n < kAgq + std::size_t(proto::header_len(p[kAgq + kNLanes]))) return false;
+      f.l3 = 14;
+      f.agq = uint16_t(kAgq);
+      return true;
+    }
+  }
+  return locate_agq_generic(p, n, f);
+}
+
+// The generic path of locate_agq(): any frame, field by field.
+inline bool locate_agq_generic(const uint8_t* p, std::size_t n, AgqFrame& f) {
   if (n < 14) return false;
   std::size_t off = 14;
   uint16_t et = proto::load_be16(p + 12);
@@ -81,8 +115,24 @@ inline void ipv4_replace32(uint8_t* ip, unsigned at, uint32_t new_value) {
 // A frame copied whole (a replica: 190 bytes for a 32-lane RESULT): 32-byte
 // moves, the last one overlapping the one before, so nothing outside
 // [dst, dst + n) is written and nothing outside [src, src + n) read.
+// A 32-lane RESULT (190 bytes with no tag) and a 16-lane one (126) take
+// fixed straight-line moves, no loop.
 inline void copy_frame(uint8_t* dst, const uint8_t* src, std::size_t n) {
 #if defined(__AVX2__)
+  auto move32 = [dst, src](std::size_t at) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + at),
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + at)));
+  };
+  if (n >= 160 && n <= 192) {
+    for (std::size_t at = 0; at < 160; at += 32) move32(at);  // unrolled: a constant trip count
+    move32(n - 32);
+    return;
+  }
+  if (n >= 96 && n <= 128) {
+    for (std::size_t at = 0; at < 96; at += 32) move32(at);
+    move32(n - 32);
+    return;
+  }
   if (n >= 32) {
     std::size_t i = 0;
     for (; i + 32 < n; i += 32)

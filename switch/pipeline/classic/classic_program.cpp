@@ -445,6 +445,17 @@ void ClassicProgram::process_burst(tna::BurstPacket* pkts, unsigned n) {
   }
 }
 
+bool ClassicProgram::process_run(tna::BurstPacket& first, unsigned n) {
+  static_assert(kRunKeyBytes >= 44, "an untagged or tagged IPv4/UDP frame's parsed bytes end before 44");
+  FrameView v;
+  parse_view(first.bytes, first.len, v);
+  // An agq (50100) header's length check reads its lane count, past byte 43.
+  if (v.error != ParserError::None || v.agq_classic_valid || v.agq_valid) return false;
+  if (!forwarding().decide_run(first, v, n)) return false;
+  impl_->count_run(first.decision, n);
+  return true;
+}
+
 uint32_t ClassicProgram::shard_of(std::span<const uint8_t> bytes) const {
   FrameView v;
   if (parse_view(bytes.data(), bytes.size(), v) == ParserError::None && v.agq_classic_valid)

@@ -46,6 +46,10 @@ class ClassicProgram final : public SwitchProgram {
   std::string_view name() const override { return "classic"; }
   tna::Decision process(std::span<uint8_t> bytes, const tna::IngressIntrinsicMd& md) override;
   void process_burst(tna::BurstPacket* pkts, unsigned n) override;
+  // An ordinary frame (the parser reads bytes < 44 of it, Forwarding the
+  // MACs and the IPv4 destination) is a run; aggregation traffic, ARP and
+  // parser errors are declined (tna::Program::process_run).
+  bool process_run(tna::BurstPacket& first, unsigned n) override;
   uint32_t shard_of(std::span<const uint8_t> bytes) const override;
   void visit_counters(const tna::CounterVisitor& visit) const override;
   void clear_counters() override;

@@ -1,0 +1,132 @@
+"""The dataplane's fused path (a leading run of an rx burst whose frames
+are equal in their first 44 bytes is decided once by the program and sent
+as one tx batch: SwitchDataplane::ingest, Program::process_run), end to end
+through the real agq-switch binary: pcap rx ports whose files are read 32
+frames per rx burst, so the test lays the bursts out itself -- bursts of
+one flow, one flow except the last frame, an unknown destination (flood), a
+MAC move mid-burst, a destination behind the ingress port -- and every
+output port's frames are checked byte for byte, in order, against the
+test's own model of a learning switch run burst by burst in the switch's
+poll order; the counters (unicast, flooded, moved, same-port drops, and
+dp.run_packets: how many frames took the fused path) must match too.
+A full tx ring (drops counted) on the fused path is test_switch_tx_full.py's
+(bench_gen's l2 traffic is one flow).
+"""
+import struct
+
+from scapy.layers.l2 import Ether
+from scapy.utils import rdpcap, wrpcap
+
+from harness import agqctl, binary, counters, eal_args, unique_prefix, wait_for
+
+N_PORTS = 4
+BURST = 32  # the switch's rx burst (LoopOptions::burst), = pcap frames per rx call
+
+CONFIG = """
+[switch]
+pipeline = "classic"
+[classic]
+ps_port = 2
+worker_ports = [3]
+[l2]
+learning = true
+[[mac]]
+mac = "02:00:00:00:00:02"
+port = 2
+[[mac]]
+mac = "02:00:00:00:00:03"
+port = 3
+"""
+STATIC = {bytes.fromhex("020000000002"): 2, bytes.fromhex("020000000003"): 3}
+
+
+def mac(last: int) -> bytes:
+    return bytes((2, 0, 0, 0, 0, last))
+
+
+def frame(src: int, dst: int, size: int = 115) -> bytes:
+    """Eth + IPv4 + UDP to port 9000 (ordinary traffic), `size` bytes."""
+    payload = bytes(size - 42)
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 28 + len(payload), 1, 0, 64, 17, 0,
+                     bytes((10, 0, 0, src)), bytes((10, 0, 0, dst)))
+    udp = struct.pack("!HHHH", 1234, 9000, 8 + len(payload), 0)
+    return mac(dst) + mac(src) + b"\x08\x00" + ip + udp + payload
+
+
+def model(rounds):
+    """A learning switch, burst by burst in poll order: (frames per output
+    port, counters)."""
+    table = dict(STATIC)
+    out = {p: [] for p in range(N_PORTS)}
+    c = {"fwd_l2_unicast": 0, "fwd_flooded": 0, "fwd_moved": 0, "drops_l2_same_port": 0}
+    for bursts in rounds:
+        for port, frames in bursts:
+            for f in frames:
+                dst, src = f[:6], f[6:12]
+                if src in table and table[src] != port and src not in STATIC:
+                    c["fwd_moved"] += 1
+                if src not in STATIC:
+                    table[src] = port
+                if dst[0] & 1 or dst not in table:
+                    c["fwd_flooded"] += 1
+                    for p in range(N_PORTS):
+                        if p != port:
+                            out[p].append(f)
+                elif table[dst] == port:
+                    c["drops_l2_same_port"] += 1
+                else:
+                    c["fwd_l2_unicast"] += 1
+                    out[table[dst]].append(f)
+    return out, c
+
+
+def test_fused_runs_match_the_learning_switch_model(tmp_path, procs):
+    S0, S1, D2, D3, DU = 0x10, 0x11, 0x02, 0x03, 0x77
+    b1 = [frame(S0, D2)] * BURST                                   # one flow
+    b2 = [frame(S0, D2)] * (BURST - 1) + [frame(S0, D3)]           # one flow except the last frame
+    b3 = [frame(S0, DU)] * BURST                                   # unknown destination: flood
+    b4 = [frame(S0, S1)] * 16 + [frame(S1, D2)] * 16               # S1 (learned on port 1) moves to port 0
+    b5 = [frame(S0, S1)] * BURST                                   # S1 behind the ingress port: dropped
+    b6 = [frame(S0, D3)] * 20 + [frame(S0, D2, 116)] * 12          # a run, then another length
+    p1 = [frame(S1, S0)] * 8                                       # port 1: S1 learned there, to S0 on port 0
+    port0 = [b1, b2, b3, b4, b5, b6]
+    # Poll order: each round reads port 0's next burst, then port 1's.
+    rounds = [[(0, b1), (1, p1)]] + [[(0, b)] for b in port0[1:]]
+    runs = 32 + 8 + 31 + 32 + 16 + 32 + 20  # leading runs of >= 8 equal frames
+
+    wrpcap(str(tmp_path / "in0.pcap"), [Ether(f) for b in port0 for f in b])
+    wrpcap(str(tmp_path / "in1.pcap"), [Ether(f) for f in p1])
+    (tmp_path / "sw.toml").write_text(CONFIG)
+    sock = tmp_path / "ctl.sock"
+    vdevs = [f"net_pcap{p},rx_pcap={tmp_path}/in{p}.pcap,tx_pcap={tmp_path}/out{p}.pcap" for p in (0, 1)]
+    vdevs += [f"net_pcap{p},tx_pcap={tmp_path}/out{p}.pcap" for p in (2, 3)]
+    sw = procs.start("switch", [binary("agq-switch"), *eal_args(unique_prefix("run"), "0", vdevs), "--",
+                                "--config", tmp_path / "sw.toml", "--ctl-socket", sock, "--idle-sleep-us", "50"])
+    total = sum(len(b) for b in port0) + len(p1)
+    expected, want = model(rounds)
+
+    def done():
+        if not sw.alive():
+            raise AssertionError("switch exited:\n" + sw.output())
+        if not sock.exists() or agqctl(sock, "ports").returncode != 0:
+            return False
+        c = counters(sock)
+        return c.get("dp.rx") == total and c.get("fwd_l2_unicast") == want["fwd_l2_unicast"]
+
+    try:
+        wait_for(done, 30, what="every frame received and forwarded")
+    finally:
+        c = counters(sock) if sock.exists() else {}
+    for name, v in want.items():
+        assert c[name] == v, (name, c)
+    assert c["dp.run_packets"] == runs, c
+    assert c["dp.program_drops"] == want["drops_l2_same_port"], c
+    assert c["dp.tx_dropped"] == 0, c
+    assert sw.stop() == 0, sw.output()
+
+    for p in range(N_PORTS):
+        got = [bytes(pkt) for pkt in rdpcap(str(tmp_path / f"out{p}.pcap"))]
+        exp = expected[p]
+        assert len(got) == len(exp), f"port {p}: {len(got)} frames, model says {len(exp)}"
+        for i, (g, e) in enumerate(zip(got, exp)):
+            assert g == e, f"port {p} frame {i}:\n got {g.hex()}\n exp {e.hex()}"
