@@ -67,7 +67,7 @@ std::string decision_str(const tna::Decision& d) {
 bool same_key(const Frame& a, const Frame& b) {
   if (a.size() != b.size()) return false;
   const size_t k = std::min<size_t>(a.size(), kKey);
-  return std::memcmp(a.data(), b.data(), k) == 0;
+  return k == 0 || std::memcmp(a.data(), b.data(), k) == 0;  // empty frames: data() may be null (UBSan)
 }
 
 // Two instances of one program: `fused` fed as SwitchDataplane::ingest
