@@ -114,13 +114,43 @@ struct ClassicProgram::Impl {
   Impl(const ClassicConfig& cfg)
       : capacity(cfg.register_capacity), slots(capacity, Slot{}), aggs(capacity, Agg{}), t(flat_tables()) {
     const tna::ConstTable<InaForward> ina = make_ina_send_or_drop(cfg);
-    for (unsigned a = 0; a < ina_send_or_drop.size(); ++a) ina_send_or_drop[a] = ina.apply(a);
+    for (unsigned a = 0; a < tm.size(); ++a) tm[a] = traffic_manager_entry(ina.apply(a));
   }
 
-  PassResult ingress(const AgqFields& in, uint32_t* data);
+  // ina_send_or_drop's action for one ina_action, resolved once into what
+  // the traffic manager does with it: drop_ctl, or the decision itself (a
+  // Send/Multicast without a port/group is a drop), or "back out of the
+  // ingress port" (the only per-packet input).
+  struct TmEntry {
+    tna::Decision decision;
+    bool drop_ctl = true;
+    bool send_back = false;
+  };
+  static TmEntry traffic_manager_entry(const InaForward& f) {
+    TmEntry e;
+    e.drop_ctl = f.kind == InaForward::Kind::Drop;
+    e.send_back = f.kind == InaForward::Kind::SendBack;
+    const tna::Decision none = tna::Decision::drop(uint16_t(DropReason::None));  // no port assigned
+    switch (f.kind) {
+      case InaForward::Kind::SendBack: e.decision = none; break;  // replaced per packet
+      case InaForward::Kind::Send: e.decision = f.port == tna::kNoPort ? none : tna::Decision::unicast(f.port); break;
+      case InaForward::Kind::Multicast:
+        e.decision = f.mcast_grp == 0 ? none : tna::Decision::multicast(f.mcast_grp);
+        break;
+      case InaForward::Kind::Drop: e.decision = none; break;  // drop_ctl: never read
+    }
+    return e;
+  }
+
+  // Inlined at both call sites of agq (the first pass and the resubmitted
+  // one): the PHV's data0..3 then stay in a vector register.
+  [[gnu::always_inline]] inline PassResult ingress(const AgqFields& in, uint32_t* data);
   // Both write the decision to `out` (the burst's slot) rather than return
   // it: see Forwarding::apply.
-  void agq(uint8_t* payload, const tna::IngressIntrinsicMd& md, tna::Decision& out);
+  // Inlined into process_burst's AGQ-vector loop (a call per packet, with
+  // its register saves, showed in the profile).
+  [[gnu::always_inline]] inline void agq(uint8_t* payload, const tna::IngressIntrinsicMd& md,
+                                         tna::Decision& out);
   void run(uint8_t* bytes, const FrameView& v, Forwarding& fwd, const tna::IngressIntrinsicMd& md,
            tna::Decision& out);
   // Starts loading the register records an AGQ packet's pass will touch.
@@ -139,7 +169,7 @@ struct ClassicProgram::Impl {
   std::vector<Slot> slots;
   std::vector<Agg> aggs;
   const FlatTables& t;
-  std::array<InaForward, 4> ina_send_or_drop;  // ina_action is only ever 1, 2 or 3
+  std::array<TmEntry, 4> tm;  // by ina_action, which is only ever 1, 2 or 3
 
   uint64_t agq_packets = 0, resubmits = 0, parser_errors = 0;
   uint64_t contributions = 0, allocations = 0, completions = 0, absorbed = 0, collisions = 0, acks = 0,
@@ -154,7 +184,7 @@ struct ClassicProgram::Impl {
 
 // One ingress pass (reference §3.4; classic/ingress.cpp has the same stages
 // as TNA register actions). `data` is the PHV's data0..3.
-PassResult ClassicProgram::Impl::ingress(const AgqFields& in, uint32_t* data) {
+inline PassResult ClassicProgram::Impl::ingress(const AgqFields& in, uint32_t* data) {
   PassResult r;
   const uint32_t h = in.hash_id, a = in.hash1;
   // Deviation (documented): on Tofino an index past the register size is
@@ -255,7 +285,7 @@ PassResult ClassicProgram::Impl::ingress(const AgqFields& in, uint32_t* data) {
       ++acks_no_owner;
     }
   }
-  r.drop_ctl = ina_send_or_drop[r.ina_action].kind == InaForward::Kind::Drop;
+  r.drop_ctl = tm[r.ina_action].drop_ctl;
 
   const bool lanes = ((first || aggregate) && w.L != 0) || release;
   if (!lanes) return r;
@@ -277,44 +307,36 @@ PassResult ClassicProgram::Impl::ingress(const AgqFields& in, uint32_t* data) {
   return r;
 }
 
-void ClassicProgram::Impl::agq(uint8_t* payload, const tna::IngressIntrinsicMd& md, tna::Decision& out) {
+inline void ClassicProgram::Impl::agq(uint8_t* payload, const tna::IngressIntrinsicMd& md, tna::Decision& out) {
   ++agq_packets;
   const AgqFields in = read_fields(payload);
   uint32_t original[kLanes];
   for (int k = 0; k < kLanes; ++k) original[k] = proto::load_be32(payload + kOffData + 4 * k);
-  bool resubmit_flag = md.resubmit_flag;
-  for (;;) {
-    // Each pass starts from the frame's bytes: a resubmitted packet is the
-    // original packet, not the previous pass's PHV.
-    uint32_t data[kLanes] = {original[0], original[1], original[2], original[3]};
-    const PassResult r = ingress(in, data);
-    // drop_ctl cancels a resubmit; a resubmitted packet is not resubmitted again.
-    if (r.resubmit && !r.drop_ctl && !resubmit_flag) {
-      ++resubmits;
-      resubmit_flag = true;
-      continue;
-    }
-    // The traffic manager.
-    if (r.drop_ctl) {
-      out = tna::Decision::drop(uint16_t(r.drop_reason));
-      return;
-    }
-    const InaForward& f = ina_send_or_drop[r.ina_action];
-    switch (f.kind) {
-      case InaForward::Kind::SendBack: out = tna::Decision::unicast(md.ingress_port); break;
-      case InaForward::Kind::Send: out = tna::Decision::unicast(f.port); break;
-      case InaForward::Kind::Multicast: out = tna::Decision::multicast(f.mcast_grp); break;
-      case InaForward::Kind::Drop: break;  // drop_ctl, handled above
-    }
-    if ((out.kind == tna::Decision::Kind::Unicast && out.port == tna::kNoPort) ||
-        (out.kind == tna::Decision::Kind::Multicast && out.group == 0)) {
-      out = tna::Decision::drop(uint16_t(DropReason::None));  // no port assigned
-      return;
-    }
-    // The deparser: only data0..3 can have changed.
-    for (int k = 0; k < kLanes; ++k) proto::store_be32(payload + kOffData + 4 * k, data[k]);
+  uint32_t data[kLanes] = {original[0], original[1], original[2], original[3]};
+  PassResult r = ingress(in, data);
+  // drop_ctl cancels a resubmit; a resubmitted packet is not resubmitted
+  // again, so there are at most two passes. The second starts from the
+  // frame's bytes: a resubmitted packet is the original packet, not the
+  // previous pass's PHV.
+  if (r.resubmit && !r.drop_ctl && !md.resubmit_flag) {
+    ++resubmits;
+    for (int k = 0; k < kLanes; ++k) data[k] = original[k];
+    r = ingress(in, data);
+  }
+  // The traffic manager.
+  if (r.drop_ctl) {
+    out = tna::Decision::drop(uint16_t(r.drop_reason));
     return;
   }
+  const TmEntry& e = tm[r.ina_action];
+  if (e.send_back) {
+    out = md.ingress_port == tna::kNoPort ? e.decision : tna::Decision::unicast(md.ingress_port);
+  } else {
+    out = e.decision;
+  }
+  if (out.kind == tna::Decision::Kind::Drop) return;  // no port assigned
+  // The deparser: only data0..3 can have changed.
+  for (int k = 0; k < kLanes; ++k) proto::store_be32(payload + kOffData + 4 * k, data[k]);
 }
 
 void ClassicProgram::Impl::run(uint8_t* bytes, const FrameView& v, Forwarding& fwd,
@@ -387,7 +409,9 @@ void ClassicProgram::process_burst(tna::BurstPacket* pkts, unsigned n) {
       }
       if (model->error == ParserError::None && !model->agq_classic_valid) ordinary[k++] = uint8_t(i);
       else s.prefetch(b[i].bytes, *model);
-      if (run && i > 0) run = model_i == 0 && forwarding().same_inputs(b[0], views[0], b[i], views[0]);
+      // (k == i + 1: frames 0..i are all ordinary; an AGQ frame ends the run
+      // without comparing its forwarding inputs.)
+      if (run && i > 0) run = model_i == 0 && k == i + 1 && forwarding().same_inputs(b[0], views[0], b[i], views[0]);
     }
     if (run && k == m) {
       forwarding().apply_run(b, views[0], m);
@@ -396,6 +420,17 @@ void ClassicProgram::process_burst(tna::BurstPacket* pkts, unsigned n) {
     }
     // Stage 2: the AGQ pipeline (and parser drops), in arrival order (every
     // register sees the packets in the order they came, as on Tofino).
+    // A vector of AGQ frames all shaped like frame 0 (model_i == 0: none
+    // was re-parsed; the classic traffic) shares its payload offset: no
+    // per-frame view reads.
+    if (k == 0 && model_i == 0 && views[0].error == ParserError::None && views[0].agq_classic_valid) {
+      const uint16_t off = views[0].payload_offset;
+      for (unsigned i = 0; i < m; ++i) {
+        s.agq(b[i].bytes + off, b[i].md, b[i].decision);
+        s.count(b[i].decision);
+      }
+      continue;
+    }
     if (k != m)
       for (unsigned i = 0; i < m; ++i)
         if (views[i].error != ParserError::None || views[i].agq_classic_valid)
