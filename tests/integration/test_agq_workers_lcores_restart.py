@@ -30,6 +30,11 @@ import time
 from harness import agqctl, binary, counters, eal_args, memif_vdev, unique_prefix, wait_for
 
 JOB = 1
+# The first chunk is a barrier that waits for the slowest worker's EAL
+# start-up: on a loaded machine more than agq-worker's default 5 s (the early
+# worker then failed before the job began). Later waits are bounded by the
+# retries once RESULTs flow.
+REPLY_TIMEOUT = 30
 
 
 def endpoint(host):
@@ -123,7 +128,7 @@ def test_ps_polls_every_ring(procs, tmp_path):
     rig.start_switch()
     ps = rig.ps()
     rounds = 3
-    ws = [rig.worker(w, ["--elements", 32 * 3000 + 5, "--rounds", rounds, "--reply-timeout", "20"]) for w in range(2)]
+    ws = [rig.worker(w, ["--elements", 32 * 3000 + 5, "--rounds", rounds, "--reply-timeout", REPLY_TIMEOUT]) for w in range(2)]
     for w in ws:
         assert w.wait(150) == 0, w.output()[-3000:]
     assert_exact(rig, ws, rounds)
@@ -151,7 +156,7 @@ def test_full_handoff_ring_is_a_counted_loss(procs, tmp_path):
     rig.start_switch()
     ps = rig.ps()
     rounds = 3
-    ws = [rig.worker(w, ["--elements", 32 * 3000, "--rounds", rounds, "--reply-timeout", "20", "--handoff-ring", 4])
+    ws = [rig.worker(w, ["--elements", 32 * 3000, "--rounds", rounds, "--reply-timeout", REPLY_TIMEOUT, "--handoff-ring", 4])
           for w in range(2)]
     for w in ws:
         assert w.wait(150) == 0, w.output()[-3000:]
@@ -184,7 +189,7 @@ def test_rings_follow_the_switch(procs, tmp_path):
                                      *eal_args(f"{rig.tag}{name}", str(w), [memif_vdev(0, rig.socks[1 + w], "client")]),
                                      "--", "--protocol", "agq", "--switch-ctl", rig.ctl, "--job", JOB, "--ids", w,
                                      "--verify", "all", "--json", "--progress", "0", "--idle-sleep-us", "100",
-                                     "--elements", 32 * 2000, "--rounds", 2, "--reply-timeout", "20"]))
+                                     "--elements", 32 * 2000, "--rounds", 2, "--reply-timeout", REPLY_TIMEOUT]))
     for w in ws:
         assert w.wait(150) == 0, w.output()[-3000:]
         s = summary(w)
@@ -195,8 +200,12 @@ def test_rings_follow_the_switch(procs, tmp_path):
 
 def run_until_flowing(rig, job):
     ws = [rig.worker(w, job) for w in range(2)]
-    wait_for(lambda: all(flowing(w) for w in ws) or not all(w.alive() for w in ws), 90, what="results flowing")
-    assert all(w.alive() for w in ws), "the job ended before the kill: make it longer\n" + ws[0].output()[-2000:]
+    wait_for(lambda: all(flowing(w) for w in ws) or not all(w.alive() for w in ws), REPLY_TIMEOUT + 60,
+             what="results flowing")
+    for w in ws:
+        assert w.alive(), (f"{w.name} ended (exit {w.popen.returncode}) before the kill: "
+                           + ("the job is too short" if w.popen.returncode == 0 else "it failed")
+                           + "\n" + w.output()[-3000:])
     return ws
 
 
@@ -206,7 +215,7 @@ def test_switch_killed_and_restarted(procs, tmp_path):
     ps = rig.ps()
     rounds = 250
     ws = run_until_flowing(rig, ["--elements", 32 * 4000, "--rounds", rounds, "--rto-max-ms", 320,
-                                 "--max-retries", 30, "--reply-timeout", "20"])
+                                 "--max-retries", 30, "--reply-timeout", REPLY_TIMEOUT])
     sw.popen.send_signal(signal.SIGKILL)  # kill -9 of the switch mid-job
     sw.popen.wait()
     time.sleep(0.5)
@@ -240,7 +249,7 @@ def test_switch_killed_for_good(procs, tmp_path):
     sw = rig.start_switch()
     ps = rig.ps()
     ws = run_until_flowing(rig, ["--elements", 32 * 4000, "--rounds", 500, "--rto-max-ms", 500,
-                                 "--max-retries", 20, "--reply-timeout", "20"])
+                                 "--max-retries", 20, "--reply-timeout", REPLY_TIMEOUT])
     t0 = time.monotonic()
     sw.popen.send_signal(signal.SIGKILL)  # kill -9, and nobody starts it again
     sw.popen.wait()
@@ -269,7 +278,7 @@ def test_dead_worker_process_then_job_reset(procs, tmp_path):
     rig.start_switch()
     ps = rig.ps()
     ws = run_until_flowing(rig, ["--elements", 32 * 4000, "--rounds", 500, "--rto-max-ms", 500,
-                                 "--max-retries", 20, "--reply-timeout", "20"])
+                                 "--max-retries", 20, "--reply-timeout", REPLY_TIMEOUT])
     t0 = time.monotonic()
     ws[1].popen.send_signal(signal.SIGKILL)
     rc = ws[0].wait(120)
@@ -282,7 +291,7 @@ def test_dead_worker_process_then_job_reset(procs, tmp_path):
     r = agqctl(rig.ctl, "job", "reset", str(JOB))
     assert r.returncode == 0, r.stdout + r.stderr
     rounds = 3
-    ws = [rig.worker(w, ["--elements", 32 * 3000, "--rounds", rounds, "--reply-timeout", "20"], prefix="again")
+    ws = [rig.worker(w, ["--elements", 32 * 3000, "--rounds", rounds, "--reply-timeout", REPLY_TIMEOUT], prefix="again")
           for w in range(2)]
     for w in ws:
         assert w.wait(150) == 0, w.output()[-3000:]

@@ -17,6 +17,14 @@ import pytest
 from harness import agqctl, binary, eal_args, memif_vdev, run, unique_prefix, wait_for
 
 JOB = 1
+# A worker's first chunk is a barrier: its RESULT needs every worker, so the
+# first worker up waits for the slowest one's EAL start-up. On a loaded
+# 2-vCPU machine that took over 5 s (agq-worker's default --reply-timeout):
+# the early worker gave up ("no reply from the switch") before the job began,
+# which read as "the job ended before the kill". The RESULTs flowing bound
+# every later wait (retries, stall timeout), so a long first wait loosens
+# none of the bounds asserted here.
+REPLY_TIMEOUT = 30
 
 
 def endpoint(host):
@@ -72,6 +80,7 @@ class Rig:
     def worker(self, w, name, extra, by="ctl"):
         src = ["--switch-ctl", self.ctl, "--job", JOB] if by == "ctl" else ["--job-file", by]
         return self.agq_worker(name, 1 + w, ["--ids", w, *src, "--json", "--verify", "all", "--progress", "0.2",
+                                             "--reply-timeout", REPLY_TIMEOUT,
                                              "--output", self.tmp / f"{name}.npy", *extra], "1" if w % 2 == 0 else "0")
 
 
@@ -79,6 +88,20 @@ def flowing(p, rx=2000):
     """The worker's progress lines show RESULTs coming in (past its barrier)."""
     m = re.findall(r"rx (\d+)", p.output())
     return m and int(m[-1]) >= rx
+
+
+def until_flowing(ws):
+    """Waits until every worker's RESULTs flow, so that a kill lands mid-job:
+    the jobs below are 1.2-2.4 M RESULTs per worker, seconds of work, and a
+    progress line comes every 0.2 s (a kill lands at ~50 k RESULTs on an idle
+    machine). A worker that ended first is reported with its exit code and
+    its last words."""
+    wait_for(lambda: all(flowing(w) for _, w in ws) or not all(w.alive() for _, w in ws),
+             REPLY_TIMEOUT + 30, what="results flowing")
+    for name, w in ws:
+        assert w.alive(), (f"{name} ended (exit {w.popen.returncode}) before the kill: "
+                           + ("the job is too short" if w.popen.returncode == 0 else "it failed")
+                           + "\n" + w.output()[-3000:])
 
 
 def summary(proc):
@@ -129,14 +152,13 @@ def test_dead_worker_then_job_reset(procs, tmp_path):
     rig = Rig(procs, tmp_path, 2)
     rig.start_switch()
     ps = rig.ps()
-    # Bounded (~10 s) yet longer than the other worker's EAL start-up, which the
-    # barrier chunk waits for.
+    # Bounded (~10 s) once RESULTs flow (the barrier chunk's wait for the other
+    # worker's EAL start-up counts no retries: REPLY_TIMEOUT bounds it).
     bounded = ["--max-retries", 20, "--rto-max-ms", 500]
     long_job = ["--elements", 32 * 4000, "--rounds", 600, *bounded]
     w0 = rig.worker(0, "a0", long_job)
     w1 = rig.worker(1, "a1", long_job)
-    wait_for(lambda: (flowing(w0) and flowing(w1)) or not (w0.alive() and w1.alive()), 60, what="results flowing")
-    assert w0.alive() and w1.alive(), "the job ended before the kill: make it longer"
+    until_flowing([("a0", w0), ("a1", w1)])
     t0 = time.monotonic()
     w1.popen.send_signal(signal.SIGKILL)  # kill -9 mid-job
     rc = w0.wait(30)
@@ -164,10 +186,8 @@ def test_switch_killed_and_restarted(procs, tmp_path):
     rounds = 300
     job = ["--elements", 32 * 4000, "--rounds", rounds, "--rto-max-ms", 320, "--max-retries", 30]
     ws = [(f"k{w}", rig.worker(w, f"k{w}", job)) for w in range(2)]
-    wait_for(lambda: all(flowing(w) for _, w in ws) or not all(w.alive() for _, w in ws), 60,
-             what="results flowing")
-    assert all(w.alive() for _, w in ws), "the job ended before the kill: make it longer"
-    sw.popen.send_signal(signal.SIGKILL)  # kill -9 of the switch one second into the job
+    until_flowing(ws)
+    sw.popen.send_signal(signal.SIGKILL)  # kill -9 of the switch mid-job
     sw.popen.wait()
     time.sleep(0.5)
     t0 = time.monotonic()
