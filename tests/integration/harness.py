@@ -59,6 +59,20 @@ def wait_for(pred, timeout: float, interval: float = 0.05, what: str = "conditio
     raise TimeoutError(f"timed out after {timeout}s waiting for {what}")
 
 
+def accepting(socket_path: Path) -> bool:
+    """The control socket takes connections. Its file exists from bind(),
+    before listen(): a client then is refused (seen under load)."""
+    import socket
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        s.connect(str(socket_path))
+        return True
+    except OSError:
+        return False
+    finally:
+        s.close()
+
+
 class Proc:
     def __init__(self, name: str, popen: subprocess.Popen, log: Path):
         self.name, self.popen, self.log = name, popen, log

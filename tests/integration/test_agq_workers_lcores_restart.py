@@ -27,7 +27,7 @@ import re
 import signal
 import time
 
-from harness import agqctl, binary, counters, eal_args, memif_vdev, unique_prefix, wait_for
+from harness import accepting, agqctl, binary, counters, eal_args, memif_vdev, unique_prefix, wait_for
 
 JOB = 1
 # The first chunk is a barrier that waits for the slowest worker's EAL
@@ -71,7 +71,7 @@ class Rig:
                                                        *eal_args(f"{self.tag}sw{self.starts}", "0,1", vdevs), "--",
                                                        "--config", self.cfg, "--ctl-socket", self.ctl,
                                                        "--idle-sleep-us", "100", "--memif-queues", self.memif_queues])
-        wait_for(lambda: all(s.exists() for s in self.socks) and self.ctl.exists() or not sw.alive(), 30,
+        wait_for(lambda: all(s.exists() for s in self.socks) and accepting(self.ctl) or not sw.alive(), 30,
                  what="switch sockets")
         assert sw.alive(), sw.output()
         return sw

@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from harness import agqctl, binary, eal_args, memif_vdev, run, unique_prefix, wait_for
+from harness import accepting, agqctl, binary, eal_args, memif_vdev, run, unique_prefix, wait_for
 
 JOB = 1
 # A worker's first chunk is a barrier: its RESULT needs every worker, so the
@@ -59,7 +59,7 @@ class Rig:
                                                        *eal_args(f"{self.tag}sw{self.starts}", "0", vdevs), "--",
                                                        "--config", self.cfg, "--ctl-socket", self.ctl,
                                                        "--idle-sleep-us", "100"])
-        wait_for(lambda: all(s.exists() for s in self.socks) and self.ctl.exists() or not sw.alive(), 20,
+        wait_for(lambda: all(s.exists() for s in self.socks) and accepting(self.ctl) or not sw.alive(), 20,
                  what="switch sockets")
         assert sw.alive(), sw.output()
         return sw
