@@ -322,7 +322,7 @@ void Forwarding::apply_burst(tna::BurstPacket* pkts, const FrameView* views, con
   }
   // Stage 2: the control, in arrival order. Cold traffic (no key equal to
   // its predecessor's: a memo would not hit, no decision repeats) takes
-  // plain lookups and no repeat check; otherwise see decide_repeating().
+  // plain lookups and no repeat check.
   DecisionCounts counts;
   if (repeated == 0) {
     for (unsigned j = 0; j < n; ++j) {
@@ -331,39 +331,36 @@ void Forwarding::apply_burst(tna::BurstPacket* pkts, const FrameView* views, con
       if (f[j].arp_answered) write_arp_reply(p.bytes, p.bytes + views[idx[j]].l3_offset, f[j].arp_answer);
     }
   } else {
-    decide_repeating(pkts, views, idx, n, f, h, counts);
+    // A frame with the previous frame's decision inputs (same MACs, port and
+    // time stamp, neither an ARP frame, and with host routes the same IPv4
+    // destination: see repeats()) takes its decision and its count; the
+    // others are decided with the lookup memos. (Here, not in a function of
+    // its own: on a local `f` the compiler keeps its keys in registers
+    // across the decision stores.)
+    const tna::BurstPacket* prev = nullptr;
+    const FrameView* prev_view = nullptr;
+    Counted prev_counted = kCountedNone;
+    for (unsigned j = 0; j < n; ++j) {
+      tna::BurstPacket& p = pkts[idx[j]];
+      const FrameView& v = views[idx[j]];
+      if (prev && f[j].dst == f[j - 1].dst && f[j].src == f[j - 1].src && !v.arp_valid && !prev_view->arp_valid &&
+          p.md.ingress_port == prev->md.ingress_port &&
+          p.md.ingress_mac_tstamp_ns == prev->md.ingress_mac_tstamp_ns &&
+          (!h.routes || (f[j].ipv4 == f[j - 1].ipv4 && f[j].ipv4_dst == f[j - 1].ipv4_dst))) {
+        p.decision = prev->decision;
+        ++counts.n[prev_counted];
+        continue;
+      }
+      prev_counted = decide(f[j], h, p.md, p.decision, counts);
+      prev = &p;
+      prev_view = &v;
+      if (f[j].arp_answered) {
+        write_arp_reply(p.bytes, p.bytes + v.l3_offset, f[j].arp_answer);
+        prev = nullptr;  // its bytes are the reply's now
+      }
+    }
   }
   add(counts);
-}
-
-// A frame with the previous frame's decision inputs (same MACs, port and
-// time stamp, neither an ARP frame, and with host routes the same IPv4
-// destination: see repeats()) takes its decision and its count; the others
-// are decided with the lookup memos.
-void Forwarding::decide_repeating(tna::BurstPacket* pkts, const FrameView* views, const uint8_t* idx, unsigned n,
-                                  Fields* f, Hoisted h, DecisionCounts& counts) {
-  const tna::BurstPacket* prev = nullptr;
-  const FrameView* prev_view = nullptr;
-  Counted prev_counted = kCountedNone;
-  for (unsigned j = 0; j < n; ++j) {
-    tna::BurstPacket& p = pkts[idx[j]];
-    const FrameView& v = views[idx[j]];
-    if (prev && f[j].dst == f[j - 1].dst && f[j].src == f[j - 1].src && !v.arp_valid && !prev_view->arp_valid &&
-        p.md.ingress_port == prev->md.ingress_port &&
-        p.md.ingress_mac_tstamp_ns == prev->md.ingress_mac_tstamp_ns &&
-        (!h.routes || (f[j].ipv4 == f[j - 1].ipv4 && f[j].ipv4_dst == f[j - 1].ipv4_dst))) {
-      p.decision = prev->decision;
-      ++counts.n[prev_counted];
-      continue;
-    }
-    prev_counted = decide(f[j], h, p.md, p.decision, counts);
-    prev = &p;
-    prev_view = &v;
-    if (f[j].arp_answered) {
-      write_arp_reply(p.bytes, p.bytes + v.l3_offset, f[j].arp_answer);
-      prev = nullptr;  // its bytes are the reply's now
-    }
-  }
 }
 
 void Forwarding::apply_run(tna::BurstPacket* pkts, const FrameView& v, unsigned n) {

@@ -314,9 +314,6 @@ class Forwarding {
   template <bool kMemo = true>
   [[gnu::always_inline]] inline void learn(uint64_t src, tna::PortId port, uint64_t now_ns);
   void learn_slow(uint64_t src, tna::PortId port, uint64_t now_ns, MacEntry* e);
-  // apply_burst's stage 2 for a burst with repeated keys.
-  void decide_repeating(tna::BurstPacket* pkts, const FrameView* views, const uint8_t* idx, unsigned n, Fields* f,
-                        Hoisted h, DecisionCounts& counts);
   DigestResult install_learned(uint64_t src, tna::PortId port, uint64_t now_ns);
   // Digest mode: reports (src, port) unless the filter says it was reported
   // less than kDigestRepeatNs ago.
