@@ -20,14 +20,12 @@ static_assert(tna::Program::kRunKeyBytes == 44, "run_length compares bytes 0..31
 
 // How many of pkts[0..n), from pkts[0] on, are one-segment frames of
 // pkts[0]'s length whose bytes [0, 44) equal pkts[0]'s: 0 if pkts[0] has
-// several segments. Two 32-byte compares per frame (AVX2: the project's
-// baseline is x86-64-v3). A frame shorter than 44 bytes is compared past
-// its end inside its mbuf's data room (equal lengths, and the program
-// reads nothing past the frame's end, so the extra bytes only make the
-// check stricter).
+// several segments or fewer than 44 bytes (nothing is read past a frame's
+// end; such frames are malformed anyway and take the per-packet path). Two
+// 32-byte compares per frame (AVX2: the project's baseline is x86-64-v3).
 inline uint16_t run_length(rte_mbuf* const* pkts, uint16_t n) {
   const rte_mbuf* m0 = pkts[0];
-  if (m0->nb_segs != 1) return 0;
+  if (m0->nb_segs != 1 || m0->data_len < tna::Program::kRunKeyBytes) return 0;
   const uint8_t* a = rte_pktmbuf_mtod(m0, const uint8_t*);
   const __m256i a0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a));
   const __m256i a1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 12));

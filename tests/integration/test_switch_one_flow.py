@@ -4,7 +4,8 @@ as one tx batch: SwitchDataplane::ingest, Program::process_run), end to end
 through the real agq-switch binary: pcap rx ports whose files are read 32
 frames per rx burst, so the test lays the bursts out itself -- bursts of
 one flow, one flow except the last frame, an unknown destination (flood), a
-MAC move mid-burst, a destination behind the ingress port -- and every
+MAC move mid-burst, a destination behind the ingress port, frames shorter
+than the 44 compared bytes (never a run) -- and every
 output port's frames are checked byte for byte, in order, against the
 test's own model of a learning switch run burst by burst in the switch's
 poll order; the counters (unicast, flooded, moved, same-port drops, and
@@ -88,8 +89,10 @@ def test_fused_runs_match_the_learning_switch_model(tmp_path, procs):
     b4 = [frame(S0, S1)] * 16 + [frame(S1, D2)] * 16               # S1 (learned on port 1) moves to port 0
     b5 = [frame(S0, S1)] * BURST                                   # S1 behind the ingress port: dropped
     b6 = [frame(S0, D3)] * 20 + [frame(S0, D2, 116)] * 12          # a run, then another length
+    short = mac(D2) + mac(S0) + b"\x88\xb5" + bytes(26)             # 40 bytes: shorter than the run key
+    b7 = [short] * BURST                                           # no run: frame by frame
     p1 = [frame(S1, S0)] * 8                                       # port 1: S1 learned there, to S0 on port 0
-    port0 = [b1, b2, b3, b4, b5, b6]
+    port0 = [b1, b2, b3, b4, b5, b6, b7]
     # Poll order: each round reads port 0's next burst, then port 1's.
     rounds = [[(0, b1), (1, p1)]] + [[(0, b)] for b in port0[1:]]
     runs = 32 + 8 + 31 + 32 + 16 + 32 + 20  # leading runs of >= 8 equal frames
