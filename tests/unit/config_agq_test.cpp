@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 using pipeline::agq::AgqSwitchProgram;
 using pipeline::agq::ResultDelivery;
 
-const fs::path kSourceDir = fs::path(__FILE__).parent_path().parent_path().parent_path();
+const fs::path kSourceDir = AGQ_SOURCE_DIR;  // set by tests/CMakeLists.txt
 
 class ConfigAgqTest : public ::testing::Test {
  protected:

@@ -19,7 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // The source tree, found from this file's own (absolute) path.
-const fs::path kSourceDir = fs::path(__FILE__).parent_path().parent_path().parent_path();
+const fs::path kSourceDir = AGQ_SOURCE_DIR;  // set by tests/CMakeLists.txt
 
 class ConfigTest : public ::testing::Test {
  protected:
