@@ -5,7 +5,6 @@ way AGQ's own scripts drive a Tofino: worker sends (scapy), the PS sniffs the
 aggregate and ACKs it, the workers receive the ACK."""
 import os
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ptf_suite"))
 from harness import binary  # noqa: E402
 
 import cases as suite  # noqa: E402
-from sw_target import SwTarget  # noqa: E402
+from sw_target import PortCapture, SwTarget  # noqa: E402
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not os.path.exists("/dev/net/tun"),
                                 reason="net_tap needs root and /dev/net/tun")
@@ -34,32 +33,26 @@ def test_classic_scapy_flow_worker_ps_ack(tmp_path):
     completed aggregate (2x the values), ACKs it, both workers get the ACK."""
     from scapy.layers.inet import IP
     from scapy.layers.l2 import Ether
-    from scapy.sendrecv import AsyncSniffer, sendp
     from agq_scapy import AGQ, ack_for, agq_frame
 
+    def agq(frames, is_ack):  # the sniffers' filter of AGQ's scripts
+        return [p for p in map(Ether, frames) if AGQ in p and p[AGQ].is_ack == is_ack]
+
     vals = [0x0000F0C0, 0x0146F43C, 0x0015B4C9, 0x00DCEEE3]
-    with SwTarget(tmp_path, suite.CLASSIC_CONFIG, binary("agq-switch")) as t:
-        ifc = t.ifaces
-        ps_sniff = AsyncSniffer(iface=ifc["ps"], store=True, lfilter=lambda p: AGQ in p and p[AGQ].is_ack == 0)
-        w_sniff = {r: AsyncSniffer(iface=ifc[r], store=True, lfilter=lambda p: AGQ in p and p[AGQ].is_ack == 1)
-                   for r in ("w0", "w1")}
-        ps_sniff.start()
-        for s in w_sniff.values():
-            s.start()
-        time.sleep(0.2)
+    with SwTarget(tmp_path, suite.CLASSIC_CONFIG, binary("agq-switch")) as t, PortCapture(t.ifaces) as cap:
+        # No fixed waits: each send returns once the switch has processed the
+        # frame and everything it sent has been captured (SwTarget.send).
         for wid, role in enumerate(("w0", "w1")):
-            sendp(agq_frame(vals, src_mac=suite.MAC[role], src_ip=suite.IP[role], dst_ip=suite.IP["ps"],
-                            job_and_seq=1, worker_id=wid, total_workers=2, hash_id=300), iface=ifc[role])
-        deadline = time.time() + 5
-        while time.time() < deadline and not ps_sniff.results:
-            time.sleep(0.05)
-        agg = ps_sniff.stop()
+            t.send(cap, role, bytes(agq_frame(vals, src_mac=suite.MAC[role], src_ip=suite.IP[role],
+                                              dst_ip=suite.IP["ps"], job_and_seq=1, worker_id=wid,
+                                              total_workers=2, hash_id=300)),
+                   want={"ps": 1} if role == "w1" else {})
+        agg = agq(cap.got["ps"], 0)
         assert len(agg) == 1, agg
         assert agg[0][AGQ].lanes() == [2 * v for v in vals]
-        sendp(ack_for(agg[0]), iface=ifc["ps"])          # the PS's ACK, as send_ack.py builds it
-        time.sleep(0.5)
-        for role, s in w_sniff.items():
-            acks = s.stop()
+        t.send(cap, "ps", bytes(ack_for(agg[0])), want={"w0": 1, "w1": 1})  # the PS's ACK, as send_ack.py builds it
+        for role in ("w0", "w1"):
+            acks = agq(cap.got[role], 1)
             assert len(acks) == 1, (role, acks)
             assert acks[0][AGQ].job_and_seq == 1 and acks[0][AGQ].hash_id == 300
             assert acks[0][IP].dst == agg[0][IP].src     # ack_for answers the sender of the aggregate
