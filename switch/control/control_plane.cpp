@@ -102,8 +102,8 @@ void ControlPlane::start() {
 
   const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) fail(path, "socket", errno);
-  // Bind under a temporary name, restrict it to 0600, and only then rename it
-  // into place and listen: nobody can ever connect to a socket with the
+  // Bind under a temporary name, restrict it to 0600, listen, and only then
+  // rename it into place: nobody can ever connect to a socket with the
   // umask's (wider) mode, and there is no umask() call, which would race with
   // other threads creating files.
   const sockaddr_un a = make_addr(tmp);
@@ -118,13 +118,10 @@ void ControlPlane::start() {
     fail(path, "cannot bind " + tmp, err);
   }
   if (::chmod(tmp.c_str(), 0600) != 0) give_up("chmod 0600", errno);
+  // Listen before the rename: once the path exists it accepts connections,
+  // so a client that waits for the file never sees "connection refused".
+  if (::listen(fd, 16) != 0) give_up("listen", errno);
   if (::rename(tmp.c_str(), path.c_str()) != 0) give_up("cannot rename " + tmp + " into place", errno);
-  if (::listen(fd, 16) != 0) {
-    const int err = errno;
-    ::close(fd);
-    ::unlink(path.c_str());
-    fail(path, "listen", err);
-  }
   if (::stat(path.c_str(), &st) == 0) {
     socket_ino_ = st.st_ino;
     socket_dev_ = st.st_dev;
