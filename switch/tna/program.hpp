@@ -65,7 +65,8 @@ class Program {
 
   // A run: n >= 1 frames of one rx burst, all with first's length, ingress
   // port and time stamp and equal to first's bytes in [0, kRunKeyBytes)
-  // (the dataplane compared them; the frames are not passed). A program
+  // except the free ones (run_key_free below; the dataplane compared them;
+  // the frames are not passed). A program
   // whose pipeline, for a frame like `first`, reads no byte past
   // kRunKeyBytes and keeps no state that the run's packets would see
   // differently (ordinary forwarding: MAC learning is idempotent within a
@@ -77,6 +78,28 @@ class Program {
   // the dataplane hands the run to one tx batch without a per-packet
   // decision. The default declines.
   static constexpr unsigned kRunKeyBytes = 44;
+  // The bytes of [0, kRunKeyBytes) in which a run's frames may differ from
+  // its first: which ones depends only on the first frame's compared bytes
+  // (so on every frame's). A real flow changes the IPv4 identification and
+  // header checksum per packet, and the UDP checksum with its payload; no
+  // program reads them to decide an ordinary frame (Forwarding rewrites
+  // nothing: no TTL, no MAC rewrite; aggregation frames, whose pipelines do
+  // read their checksums, are declined by process_run on the UDP port,
+  // which is compared). Only for an untagged IPv4 frame with a 20-byte
+  // header (ethertype and version/IHL are compared, so the offsets are
+  // fixed); anything else is compared in full.
+  enum class RunKeyFree : uint8_t { kNone, kIpv4, kIpv4Udp };
+  static RunKeyFree run_key_free(const uint8_t* first) {
+    if (first[12] != 0x08 || first[13] != 0x00 || first[14] != 0x45) return RunKeyFree::kNone;
+    return first[23] == 17 ? RunKeyFree::kIpv4Udp : RunKeyFree::kIpv4;
+  }
+  // Whether byte `i` of [0, kRunKeyBytes) is free under `f`: 18-19 the IPv4
+  // identification, 24-25 its header checksum, 40-41 the UDP checksum.
+  static constexpr bool run_key_byte_free(RunKeyFree f, unsigned i) {
+    if (f == RunKeyFree::kNone) return false;
+    if (i == 18 || i == 19 || i == 24 || i == 25) return true;
+    return f == RunKeyFree::kIpv4Udp && (i == 40 || i == 41);
+  }
   virtual bool process_run(BurstPacket& /*first*/, unsigned /*n*/) { return false; }
 
   // The frame's shard (docs/PROTOCOL.md section 10): the dataplane gives it

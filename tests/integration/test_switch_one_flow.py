@@ -1,11 +1,14 @@
 """The dataplane's fused path (a leading run of an rx burst whose frames
-are equal in their first 44 bytes is decided once by the program and sent
+are equal in their first 44 bytes -- but for the IPv4 identification and
+checksums, which a real flow changes per packet -- is decided once by the program and sent
 as one tx batch: SwitchDataplane::ingest, Program::process_run), end to end
 through the real agq-switch binary: pcap rx ports whose files are read 32
 frames per rx burst, so the test lays the bursts out itself -- bursts of
 one flow, one flow except the last frame, an unknown destination (flood), a
 MAC move mid-burst, a destination behind the ingress port, frames shorter
-than the 44 compared bytes (never a run) -- and every
+than the 44 compared bytes (never a run), a real sender's flow (IPv4 ID and
+checksums changing: one run), the same bytes changing in a non-IPv4 frame
+(no run) -- and every
 output port's frames are checked byte for byte, in order, against the
 test's own model of a learning switch run burst by burst in the switch's
 poll order; the counters (unicast, flooded, moved, same-port drops, and
@@ -45,12 +48,21 @@ def mac(last: int) -> bytes:
     return bytes((2, 0, 0, 0, 0, last))
 
 
-def frame(src: int, dst: int, size: int = 115) -> bytes:
-    """Eth + IPv4 + UDP to port 9000 (ordinary traffic), `size` bytes."""
-    payload = bytes(size - 42)
-    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 28 + len(payload), 1, 0, 64, 17, 0,
-                     bytes((10, 0, 0, src)), bytes((10, 0, 0, dst)))
-    udp = struct.pack("!HHHH", 1234, 9000, 8 + len(payload), 0)
+def ip_checksum(header: bytes) -> int:
+    s = sum(struct.unpack(f"!{len(header) // 2}H", header))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return ~s & 0xFFFF
+
+
+def frame(src: int, dst: int, size: int = 115, ident: int = 1, udp_csum: int = 0, fill: int = 0) -> bytes:
+    """Eth + IPv4 (valid header checksum) + UDP to port 9000 (ordinary
+    traffic), `size` bytes."""
+    payload = bytes(2) + bytes([fill]) * (size - 44)  # `fill` past the 44-byte run key
+    fields = [0x45, 0, 28 + len(payload), ident, 0, 64, 17, 0, bytes((10, 0, 0, src)), bytes((10, 0, 0, dst))]
+    fields[7] = ip_checksum(struct.pack("!BBHHHBBH4s4s", *fields))
+    ip = struct.pack("!BBHHHBBH4s4s", *fields)
+    udp = struct.pack("!HHHH", 1234, 9000, 8 + len(payload), udp_csum)
     return mac(dst) + mac(src) + b"\x08\x00" + ip + udp + payload
 
 
@@ -91,11 +103,18 @@ def test_fused_runs_match_the_learning_switch_model(tmp_path, procs):
     b6 = [frame(S0, D3)] * 20 + [frame(S0, D2, 116)] * 12          # a run, then another length
     short = mac(D2) + mac(S0) + b"\x88\xb5" + bytes(26)             # 40 bytes: shorter than the run key
     b7 = [short] * BURST                                           # no run: frame by frame
+    # A real sender's flow: the IPv4 identification, header checksum and UDP
+    # checksum change per packet (bytes the run key leaves free): one run.
+    b8 = [frame(S0, D2, ident=0x1000 + i, udp_csum=0x2000 + 7 * i, fill=i) for i in range(BURST)]
+    # The same bytes changing in a frame that is not untagged IPv4 are
+    # compared: no run (each frame differs from the previous at byte 18).
+    other = [mac(D2) + mac(S0) + b"\x88\xb5" + bytes(4) + bytes((i, i)) + bytes(60) for i in range(BURST)]
+    b9 = other
     p1 = [frame(S1, S0)] * 8                                       # port 1: S1 learned there, to S0 on port 0
-    port0 = [b1, b2, b3, b4, b5, b6, b7]
+    port0 = [b1, b2, b3, b4, b5, b6, b7, b8, b9]
     # Poll order: each round reads port 0's next burst, then port 1's.
     rounds = [[(0, b1), (1, p1)]] + [[(0, b)] for b in port0[1:]]
-    runs = 32 + 8 + 31 + 32 + 16 + 32 + 20  # leading runs of >= 8 equal frames
+    runs = 32 + 8 + 31 + 32 + 16 + 32 + 20 + 32  # leading runs of >= 8 equal frames
 
     wrpcap(str(tmp_path / "in0.pcap"), [Ether(f) for b in port0 for f in b])
     wrpcap(str(tmp_path / "in1.pcap"), [Ether(f) for f in p1])
