@@ -110,6 +110,16 @@ struct ClassicProgram::Impl {
     uint8_t insert_posi;
     uint8_t data_isEmpty;
   };
+  // What the passes count. contributions (= completions + absorbed) and
+  // acks (= acks_released + acks_no_owner) are sums of these, formed when
+  // read. One struct so that agq_vector can count into a local copy: the
+  // byte stores into the registers may alias any member of *this, a local
+  // whose address never escapes cannot be aliased, so its increments stay
+  // out of memory.
+  struct Counters {
+    uint64_t agq_packets = 0, resubmits = 0, allocations = 0, completions = 0, absorbed = 0, collisions = 0,
+             acks_released = 0, acks_no_owner = 0;
+  };
 
   Impl(const ClassicConfig& cfg)
       : capacity(cfg.register_capacity), slots(capacity, Slot{}), aggs(capacity, Agg{}), t(flat_tables()) {
@@ -144,13 +154,25 @@ struct ClassicProgram::Impl {
 
   // Inlined at both call sites of agq (the first pass and the resubmitted
   // one): the PHV's data0..3 then stay in a vector register.
-  [[gnu::always_inline]] inline PassResult ingress(const AgqFields& in, uint32_t* data);
+  [[gnu::always_inline]] inline PassResult ingress(const AgqFields& in, uint32_t* data, Counters& c, bool resubmit);
+  // The cases of a pass (see their definitions).
+  struct Allocation {
+    unsigned posi, bitmap, insert_bitmap;
+    const WindowInfo& w;
+  };
+  [[gnu::always_inline]] inline Allocation allocate(Slot& s, Agg& g, Counters& c);
+  [[gnu::always_inline]] inline PassResult first_pass(Slot& s, Agg& g, uint32_t* data, Counters& c);
+  [[gnu::always_inline]] inline PassResult first_and_resubmitted(const AgqFields& in, Slot& s, Agg& g,
+                                                                 uint32_t* data, Counters& c);
+  [[gnu::always_inline]] inline PassResult contribution(const AgqFields& in, Slot& s, Agg& g, unsigned posi,
+                                                        unsigned bitmap, uint32_t clear, uint32_t* data,
+                                                        Counters& c);
   // Both write the decision to `out` (the burst's slot) rather than return
   // it: see Forwarding::apply.
   // Inlined into process_burst's AGQ-vector loop (a call per packet, with
   // its register saves, showed in the profile).
   [[gnu::always_inline]] inline void agq(uint8_t* payload, const tna::IngressIntrinsicMd& md,
-                                         tna::Decision& out);
+                                         tna::Decision& out, Counters& c);
   void run(uint8_t* bytes, const FrameView& v, Forwarding& fwd, const tna::IngressIntrinsicMd& md,
            tna::Decision& out);
   // A vector of classic AGQ frames of one shape (frame 0 a valid AGQ frame,
@@ -177,9 +199,8 @@ struct ClassicProgram::Impl {
   const FlatTables& t;
   std::array<TmEntry, 4> tm;  // by ina_action, which is only ever 1, 2 or 3
 
-  uint64_t agq_packets = 0, resubmits = 0, parser_errors = 0;
-  uint64_t contributions = 0, allocations = 0, completions = 0, absorbed = 0, collisions = 0, acks = 0,
-           acks_released = 0, acks_no_owner = 0;
+  Counters n;
+  uint64_t parser_errors = 0;
   std::array<uint64_t, kDropReasons> drops{};
 
   // process_burst's scratch, here so that nothing is initialised per call.
@@ -189,8 +210,16 @@ struct ClassicProgram::Impl {
 };
 
 // One ingress pass (reference §3.4; classic/ingress.cpp has the same stages
-// as TNA register actions). `data` is the PHV's data0..3.
-inline PassResult ClassicProgram::Impl::ingress(const AgqFields& in, uint32_t* data) {
+// as TNA register actions, in the P4's flag-per-stage form). Here the pass
+// is split by what stage 0 returns -- a first packet (ID 1), a contribution
+// (ID 2), a collision (ID 0), an ACK that releases its slot or one that
+// does not -- and each case runs its stages in their order as straight-line
+// code: which register action each stage runs follows from that one
+// result. `data` is the PHV's data0..3. A first packet that is resubmitted
+// (`resubmit`: not drop_ctl'd, not itself a resubmitted packet) runs its
+// resubmitted pass in the same call (first_and_resubmitted); the result
+// then is that second pass's.
+inline PassResult ClassicProgram::Impl::ingress(const AgqFields& in, uint32_t* data, Counters& c, bool resubmit) {
   PassResult r;
   const uint32_t h = in.hash_id, a = in.hash1;
   // Deviation (documented): on Tofino an index past the register size is
@@ -206,132 +235,169 @@ inline PassResult ClassicProgram::Impl::ingress(const AgqFields& in, uint32_t* d
   // an 8-bit value): a byte spilled and reloaded as a dword by the vector
   // code misses store forwarding, which the profile showed as the pass's
   // hottest spot.
-  unsigned ID = 0, insert_len = 0, posi = 0, insert_bitmap = 0, bitmap = 0, worker_num = 0;
-
-  // ---- stage 0: job_and_seq_detect | job_and_seq_clear
   if (in.is_ack == 0) {
-    if (s.job_and_seq == 0) {
-      s.job_and_seq = in.job_and_seq;
-      ID = 1;
-    } else {
-      ID = s.job_and_seq == in.job_and_seq ? 2 : 0;
+    // ---- stage 0: job_and_seq_detect
+    const unsigned owner = s.job_and_seq;
+    if (owner == 0) {
+      s.job_and_seq = in.job_and_seq;  // ID 1
+      // A resubmitted pass of jobAndSeq 0 finds the cell 0 again and
+      // allocates again: only a nonzero one is merged with its second pass.
+      if (resubmit && in.job_and_seq != 0) return first_and_resubmitted(in, s, g, data, c);
+      return first_pass(s, g, data, c);
     }
-  } else if (s.job_and_seq == in.job_and_seq) {
-    s.job_and_seq = 0;
-    insert_len = 1;
-  }
-  const bool first = in.is_ack == 0 && ID == 1;
-  const bool aggregate = in.is_ack == 0 && ID == 2;
-  const bool release = in.is_ack != 0 && insert_len == 1;
-
-  // ---- stage 1: insert_posi_advance; worker_agg_count | worker_agg_clear
-  if (first) {
-    posi = g.insert_posi;
-    g.insert_posi = posi > 4 ? uint8_t(posi - 5) : uint8_t(posi + 3);
-  }
-  if (aggregate) {
-    worker_num = ++s.worker_agg;  // 8-bit, wraps (quirk)
-  } else if (release) {
-    s.worker_agg = 0;
-    r.ina_action = 3;
-  }
-
-  // ---- stage 2: start_posi_write + posi_2_bitmap_t0 | start_posi_read | start_posi_read_clear
-  if (first) {
-    s.start_posi = uint8_t(posi);
-    insert_bitmap = t.posi_2_bitmap_t0[posi & 7];
-  } else if (aggregate) {
-    posi = s.start_posi;
-  } else if (release) {
-    posi = s.start_posi;
-    s.start_posi = 0;
-  }
-
-  // ---- stage 3: posi_2_bitmap_t1 (the ACK path's copy of t0)
-  if (release) insert_bitmap = t.posi_2_bitmap_t1[posi & 7];
-
-  // ---- stage 4: data_isEmpty_set | data_isEmpty_read | data_isEmpty_remove
-  if (first) {
-    bitmap = g.data_isEmpty;
-    g.data_isEmpty = uint8_t(bitmap | insert_bitmap);
-  } else if (aggregate) {
-    bitmap = g.data_isEmpty;
-  } else if (release) {
-    bitmap = g.data_isEmpty;
-    g.data_isEmpty = uint8_t(bitmap - insert_bitmap);  // arithmetic: an absent bit borrows (quirk §5.1)
-  }
-
-  // ---- stage 5: split_t | get_length_t | ack_t, ina_send_or_drop
-  const std::size_t key = bitmap_position_key(uint8_t(bitmap), posi);
-  WindowInfo w;
-  if (first) {
-    w = t.split_t[key];
-    r.resubmit = true;  // even with L == 0 (quirk §5.1)
-    r.ina_action = 1;
-    ++allocations;
-  } else if (aggregate) {
-    w = t.get_length_t[key];
-    ++contributions;
-    if (worker_num == in.total_workers) {
-      r.ina_action = 1;
-      ++completions;
-    } else {
-      r.drop_reason = DropReason::AgqAbsorbed;
-      ++absorbed;
-    }
-  } else if (release) {
-    w = t.ack_t[key];
-  }
-  if (in.is_ack == 0 && ID == 0) {
+    if (owner == in.job_and_seq) return contribution(in, s, g, s.start_posi, g.data_isEmpty, ~0u, data, c);  // ID 2
+    // ID 0: another jobAndSeq owns the slot; nothing happens (ina_action
+    // stays 2: dropped).
     r.drop_reason = DropReason::AgqCollision;
-    ++collisions;
+    ++c.collisions;
+    r.drop_ctl = tm[r.ina_action].drop_ctl;
+    return r;
   }
-  if (in.is_ack != 0) {
-    ++acks;
-    if (release) {
-      ++acks_released;
-    } else {
-      r.drop_reason = DropReason::AgqAckNoOwner;
-      ++acks_no_owner;
-    }
+  // ---- stage 0: job_and_seq_clear
+  if (s.job_and_seq != in.job_and_seq) {  // insert_len 0: nothing else happens
+    r.drop_reason = DropReason::AgqAckNoOwner;
+    ++c.acks_no_owner;
+    r.drop_ctl = tm[r.ina_action].drop_ctl;
+    return r;
   }
+  s.job_and_seq = 0;  // insert_len 1
+  // ---- stage 1: worker_agg_clear
+  s.worker_agg = 0;
+  r.ina_action = 3;
+  // ---- stage 2: start_posi_read_clear
+  const unsigned posi = s.start_posi;
+  s.start_posi = 0;
+  // ---- stage 3: posi_2_bitmap_t1 (the ACK path's copy of t0)
+  const unsigned insert_bitmap = t.posi_2_bitmap_t1[posi & 7];
+  // ---- stage 4: data_isEmpty_remove
+  const unsigned bitmap = g.data_isEmpty;
+  g.data_isEmpty = uint8_t(bitmap - insert_bitmap);  // arithmetic: an absent bit borrows (quirk §5.1)
+  // ---- stage 5: ack_t
+  const WindowInfo& w = t.ack_t[bitmap_position_key(uint8_t(bitmap), posi)];
+  ++c.acks_released;
   r.drop_ctl = tm[r.ina_action].drop_ctl;
-
-  const bool lanes = ((first || aggregate) && w.L != 0) || release;
-  if (!lanes) return r;
   const unsigned shift = 4 * (posi & 7u);  // align_t / data_extract_t: one constant shift per p
-
-  // ---- stage 6: compress; stage 7: align_t (>> 4p)
+  // ---- stage 6: compress; stage 7: align_t (>> 4p) -- on the ACK path
+  // even with L == 0
   for (int k = 0; k < kLanes; ++k) data[k] = (data[k] & w.mask_compress) >> shift;
-
-  // ---- stages 8-9: reg_clear | reg_agg on reg0..reg3
-  if (first || (release && in.is_ack == 1)) {
+  if (in.is_ack == 1) {
+    // ---- stages 8-9: reg_clear
     for (int k = 0; k < kLanes; ++k) g.reg[k] &= w.mask_clear;
     return r;  // the clear action returns nothing into the PHV
   }
-  // ---- stages 8-11: reg_agg, extract, data_extract_t (<< 4p)
+  // ---- stages 8-11 for isACK >= 2: reg_agg, extract (ack_t's
+  // mask_extract), data_extract_t (quirk §5)
   for (int k = 0; k < kLanes; ++k) {
-    g.reg[k] += data[k];  // plain 32-bit wrap (quirk §5.2)
+    g.reg[k] += data[k];
     data[k] = (g.reg[k] & w.mask_extract) << shift;
   }
   return r;
 }
 
-inline void ClassicProgram::Impl::agq(uint8_t* payload, const tna::IngressIntrinsicMd& md, tna::Decision& out) {
-  ++agq_packets;
+// Stages 1-5 of a first packet's pass 1 (stage 0 has written the owner):
+// the start position from the rotating cursor, the bitmap bit set, split_t.
+// Returns the position and the bitmap before the set.
+inline ClassicProgram::Impl::Allocation ClassicProgram::Impl::allocate(Slot& s, Agg& g, Counters& c) {
+  // ---- stage 1: insert_posi_advance
+  const unsigned posi = g.insert_posi;
+  g.insert_posi = posi > 4 ? uint8_t(posi - 5) : uint8_t(posi + 3);
+  // ---- stage 2: start_posi_write + posi_2_bitmap_t0
+  s.start_posi = uint8_t(posi);
+  const unsigned insert_bitmap = t.posi_2_bitmap_t0[posi & 7];
+  // ---- stage 4: data_isEmpty_set
+  const unsigned bitmap = g.data_isEmpty;
+  g.data_isEmpty = uint8_t(bitmap | insert_bitmap);
+  ++c.allocations;
+  // ---- stage 5: split_t
+  return {posi, bitmap, insert_bitmap, t.split_t[bitmap_position_key(uint8_t(bitmap), posi)]};
+}
+
+// A first packet's pass 1 that is not resubmitted (drop_ctl, or a packet
+// that is itself a resubmitted one): its own result goes out.
+inline PassResult ClassicProgram::Impl::first_pass(Slot& s, Agg& g, uint32_t* data, Counters& c) {
+  const Allocation al = allocate(s, g, c);
+  PassResult r;
+  r.resubmit = true;  // even with L == 0 (quirk §5.1)
+  r.ina_action = 1;
+  r.drop_ctl = tm[r.ina_action].drop_ctl;
+  if (al.w.L == 0) return r;
+  const unsigned shift = 4 * (al.posi & 7u);
+  // ---- stage 6: compress; stage 7: align_t (>> 4p)
+  for (int k = 0; k < kLanes; ++k) data[k] = (data[k] & al.w.mask_compress) >> shift;
+  // ---- stages 8-9: reg_clear
+  for (int k = 0; k < kLanes; ++k) g.reg[k] &= al.w.mask_clear;
+  return r;  // the clear action returns nothing into the PHV
+}
+
+// A first packet (stage 0 has written the nonzero owner) and its
+// resubmitted pass as one call. Exact, because every value pass 2 reads is
+// known once pass 1 has written it: stage 0 finds the cell equal to
+// jobAndSeq (ID 2), start_posi is pass 1's position, data_isEmpty pass 1's
+// new bitmap, and pass 2 starts from the frame's original data0..3 (a
+// resubmitted packet is the original packet; pass 1's PHV is discarded).
+// The lanes are read and written once: pass 1's reg_clear (if its L != 0)
+// is the mask under pass 2's reg_agg.
+inline PassResult ClassicProgram::Impl::first_and_resubmitted(const AgqFields& in, Slot& s, Agg& g, uint32_t* data,
+                                                              Counters& c) {
+  const Allocation al = allocate(s, g, c);  // pass 1, stages 1-5; ina_action 1 and the resubmit
+  ++c.resubmits;
+  return contribution(in, s, g, al.posi, uint8_t(al.bitmap | al.insert_bitmap), al.w.L != 0 ? al.w.mask_clear : ~0u,
+                      data, c);
+}
+
+// Stages 1-11 of a contribution (stage 0 returned 2) at start position
+// `posi` with bitmap `bitmap` (stages 2 and 4 read them: the caller passes
+// what start_posi_read and data_isEmpty_read return). `clear` is what the
+// window's cells are masked with before the add: all ones, or the merged
+// first pass's reg_clear.
+inline PassResult ClassicProgram::Impl::contribution(const AgqFields& in, Slot& s, Agg& g, unsigned posi,
+                                                     unsigned bitmap, uint32_t clear, uint32_t* data, Counters& c) {
+  PassResult r;
+  // ---- stage 1: worker_agg_count
+  const unsigned worker_num = ++s.worker_agg;  // 8-bit, wraps (quirk)
+  // ---- stage 5: get_length_t, the completion test
+  const WindowInfo& w = t.get_length_t[bitmap_position_key(uint8_t(bitmap), posi)];
+  if (worker_num == in.total_workers) {
+    r.ina_action = 1;
+    ++c.completions;
+  } else {
+    r.drop_reason = DropReason::AgqAbsorbed;
+    ++c.absorbed;
+  }
+  r.drop_ctl = tm[r.ina_action].drop_ctl;
+  if (w.L == 0) {
+    if (clear != ~0u)
+      for (int k = 0; k < kLanes; ++k) g.reg[k] &= clear;
+    return r;
+  }
+  const unsigned shift = 4 * (posi & 7u);
+  // ---- stages 6-11: compress, align_t (>> 4p), reg_agg (a plain 32-bit
+  // wrap, quirk §5.2), extract, data_extract_t (<< 4p)
+  for (int k = 0; k < kLanes; ++k) {
+    g.reg[k] = (g.reg[k] & clear) + ((data[k] & w.mask_compress) >> shift);
+    data[k] = (g.reg[k] & w.mask_extract) << shift;
+  }
+  return r;
+}
+
+inline void ClassicProgram::Impl::agq(uint8_t* payload, const tna::IngressIntrinsicMd& md, tna::Decision& out,
+                                      Counters& c) {
+  ++c.agq_packets;
   const AgqFields in = read_fields(payload);
   uint32_t original[kLanes];
   for (int k = 0; k < kLanes; ++k) original[k] = proto::load_be32(payload + kOffData + 4 * k);
   uint32_t data[kLanes] = {original[0], original[1], original[2], original[3]};
-  PassResult r = ingress(in, data);
   // drop_ctl cancels a resubmit; a resubmitted packet is not resubmitted
-  // again, so there are at most two passes. The second starts from the
-  // frame's bytes: a resubmitted packet is the original packet, not the
-  // previous pass's PHV.
-  if (r.resubmit && !r.drop_ctl && !md.resubmit_flag) {
-    ++resubmits;
+  // again, so there are at most two passes.
+  const bool resubmit = !tm[1].drop_ctl && !md.resubmit_flag;
+  PassResult r = ingress(in, data, c, resubmit);
+  // Only a first packet of jobAndSeq 0 still has its resubmit to run. The
+  // second pass starts from the frame's bytes: a resubmitted packet is the
+  // original packet, not the previous pass's PHV.
+  if (r.resubmit && resubmit) {
+    ++c.resubmits;
     for (int k = 0; k < kLanes; ++k) data[k] = original[k];
-    r = ingress(in, data);
+    r = ingress(in, data, c, false);
   }
   // The traffic manager.
   if (r.drop_ctl) {
@@ -357,7 +423,7 @@ void ClassicProgram::Impl::run(uint8_t* bytes, const FrameView& v, Forwarding& f
   } else if (!v.agq_classic_valid) {
     fwd.apply(bytes, v, md, out);
   } else {
-    agq(bytes + v.payload_offset, md, out);
+    agq(bytes + v.payload_offset, md, out, n);
   }
   count(out);
 }
@@ -388,11 +454,13 @@ bool ClassicProgram::Impl::agq_vector(tna::BurstPacket* b, unsigned m) {
     if (in.hash1 < capacity) __builtin_prefetch(&aggs[in.hash1], 1);
   };
   for (unsigned i = 0; i < m && i < kAhead; ++i) prefetch_cells(b[i].bytes + off);
+  Counters c = n;  // counted in a local (see Counters)
   for (unsigned i = 0; i < m; ++i) {
     if (i + kAhead < m) prefetch_cells(b[i + kAhead].bytes + off);
-    agq(b[i].bytes + off, b[i].md, b[i].decision);
+    agq(b[i].bytes + off, b[i].md, b[i].decision, c);
     count(b[i].decision);
   }
+  n = c;
   return true;
 }
 
@@ -492,16 +560,17 @@ uint32_t ClassicProgram::shard_of(std::span<const uint8_t> bytes) const {
 
 void ClassicProgram::visit_counters(const tna::CounterVisitor& visit) const {
   const Impl& s = *impl_;
-  visit("agq_packets", s.agq_packets);
-  visit("contributions", s.contributions);
-  visit("allocations", s.allocations);
-  visit("resubmits", s.resubmits);
-  visit("completions", s.completions);
-  visit("absorbed", s.absorbed);
-  visit("collisions", s.collisions);
-  visit("acks", s.acks);
-  visit("acks_released", s.acks_released);
-  visit("acks_no_owner", s.acks_no_owner);
+  const Impl::Counters& c = s.n;
+  visit("agq_packets", c.agq_packets);
+  visit("contributions", c.completions + c.absorbed);
+  visit("allocations", c.allocations);
+  visit("resubmits", c.resubmits);
+  visit("completions", c.completions);
+  visit("absorbed", c.absorbed);
+  visit("collisions", c.collisions);
+  visit("acks", c.acks_released + c.acks_no_owner);
+  visit("acks_released", c.acks_released);
+  visit("acks_no_owner", c.acks_no_owner);
   visit("parser_errors", s.parser_errors);
   for (std::size_t r = 1; r < kDropReasons; ++r)
     visit(std::string("drops_") + to_string(DropReason(r)), s.drops[r]);
@@ -510,9 +579,8 @@ void ClassicProgram::visit_counters(const tna::CounterVisitor& visit) const {
 
 void ClassicProgram::clear_counters() {
   Impl& s = *impl_;
-  s.agq_packets = s.resubmits = s.parser_errors = 0;
-  s.contributions = s.allocations = s.completions = s.absorbed = s.collisions = 0;
-  s.acks = s.acks_released = s.acks_no_owner = 0;
+  s.n = Impl::Counters{};
+  s.parser_errors = 0;
   s.drops.fill(0);
   forwarding().clear_counters();
 }
