@@ -11,7 +11,8 @@
 // Shards (docs/PROTOCOL.md section 10): every agq DATA carries 0xC000|shard
 // in its UDP source port, shard = (job_id + (slot >> row_shift)) & 0xFFF,
 // row_shift from the job's slots (--window) and rows (--rows, default the
-// quota run.py gives: window * width / 32). With --queues Q the memif ports
+// quota run.py gives: window * width / 32); every classic frame carries its
+// aggregator's shard, hash1 & 0xFFF. With --queues Q the memif ports
 // get Q rings (the switch runs with --memif-queues Q) and shard k leaves on
 // ring k mod Q, so a switch with L = Q lcores receives every packet on the
 // lcore that owns it. --write-pcap --shard-mod M --shard-rem K keeps only the
@@ -180,9 +181,21 @@ std::vector<Frame> make_agq_frames(const Opts& o, std::vector<uint32_t>* shards)
   return out;
 }
 
+// A classic frame carries its aggregator's shard in the UDP source port
+// (docs/PROTOCOL.md section 10); --shard-mod keeps the shards of one queue.
+bool keep_classic(const Opts& o, agq::proto::UdpFrameSpec& sp, const agq::proto::AgqClassic& a,
+                  std::vector<uint32_t>* shards) {
+  const uint32_t shard = agq::proto::classic_shard(a.hash1);
+  if (o.shard_mod && shard % o.shard_mod != o.shard_rem) return false;
+  sp.src_port = agq::proto::shard_port(shard);
+  if (shards) shards->push_back(shard);
+  return true;
+}
+
 std::vector<Frame> make_frames(const Opts& o, std::vector<uint32_t>* shards = nullptr) {
   std::vector<Frame> out;
-  const auto sp = spec(o.stream);
+  const auto base = spec(o.stream);
+  const auto& sp = base;
   if (o.traffic == "l2") {
     std::vector<uint8_t> payload(kFrameLen - kPayloadOff, 0);
     auto s = sp;
@@ -195,6 +208,7 @@ std::vector<Frame> make_frames(const Opts& o, std::vector<uint32_t>* shards = nu
   // streams on different lcores never share a slot.
   for (unsigned w = 0; w < o.workers; ++w)
     for (unsigned slot = 0; slot < o.window; ++slot) {
+      auto sp = base;
       agq::proto::AgqClassic a;
       const unsigned h1 = o.stream * o.window + slot;
       a.job_and_seq = uint16_t((o.stream + 1) << 11 | 1);
@@ -203,9 +217,11 @@ std::vector<Frame> make_frames(const Opts& o, std::vector<uint32_t>* shards = nu
       for (int k = 0; k < 4; ++k) a.data[k] = (slot * 7 + w * 13 + unsigned(k)) << 8;  // small: no carries
       a.hash1 = uint16_t(h1);
       a.hash_id = uint16_t(h1 << 3);
+      if (!keep_classic(o, sp, a, shards)) continue;
       out.push_back(agq::proto::build_agq_classic_frame(sp, a));
     }
   for (unsigned slot = 0; slot < o.window; ++slot) {
+    auto sp = base;
     agq::proto::AgqClassic a;
     const unsigned h1 = o.stream * o.window + slot;
     a.job_and_seq = uint16_t((o.stream + 1) << 11 | 1);
@@ -213,6 +229,7 @@ std::vector<Frame> make_frames(const Opts& o, std::vector<uint32_t>* shards = nu
     a.is_ack = 1;
     a.hash1 = uint16_t(h1);
     a.hash_id = uint16_t(h1 << 3);
+    if (!keep_classic(o, sp, a, shards)) continue;
     out.push_back(agq::proto::build_agq_classic_frame(sp, a));
   }
   return out;

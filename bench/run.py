@@ -306,16 +306,15 @@ class Bench:
 
     def pcaps(self) -> dict:
         """Per traffic and stream: the whole stream (key "all") and, for the
-        steered modes, one file per rx queue: agq frames whose shard % 2 == q
-        (as rte_flow on the UDP source port would steer them); shard-less
-        traffic (l2) and the classic pipeline's single shard get the whole
-        stream on both queues."""
+        steered modes, one file per rx queue: agq and classic frames whose
+        shard % 2 == q (as rte_flow on the UDP source port would steer them);
+        shard-less traffic (l2) gets the whole stream on both queues."""
         d = {}
         for t in self.traffics():
             for s in (0, 1):
                 for q in ("all", 0, 1):
                     f = self.work / f"{t}_{s}_{q}.pcap"
-                    split = ["--shard-mod", 2, "--shard-rem", q] if t == "agq" and q != "all" else []
+                    split = ["--shard-mod", 2, "--shard-rem", q] if t in ("agq", "classic") and q != "all" else []
                     subprocess.run([str(a) for a in [self.bin["gen"], "--write-pcap", f, *self.gen_traffic(t),
                                     "--stream", s, *split]], check=True, capture_output=True)
                     d[(t, s, q)] = f

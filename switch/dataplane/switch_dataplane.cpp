@@ -349,15 +349,17 @@ bool SwitchDataplane::drain_shared_tx(Lcore& c) {
 template <bool kSharded>
 void SwitchDataplane::ingest(Lcore& c, uint16_t port, rte_mbuf** pkts, uint16_t n, uint64_t now_ns) {
   tna::BurstPacket* bp = c.burst.data();
-  // The fused path (one lcore: no shard to find per frame): a leading run
-  // of frames equal to frame 0 in every byte the program may read
-  // (run_length) is decided once by the program (process_run: its parser
-  // and Forwarding's tables on frame 0, counted for all) and leaves in one
-  // tx batch straight from the rx array -- no vector entry, no decision
-  // read per packet. The rest of the burst, or all of it if the program
+  // The fused path: a leading run of frames equal to frame 0 in every byte
+  // the program may read (run_length) is decided once by the program
+  // (process_run: its parser and Forwarding's tables on frame 0, counted
+  // for all) and leaves in one tx batch straight from the rx array -- no
+  // vector entry, no decision read per packet, and with several lcores no
+  // shard_of per frame: the program accepts only runs without aggregation
+  // state (ordinary frames, tna::kAnyShard), which the lcore that received
+  // them processes. The rest of the burst, or all of it if the program
   // declines, takes the per-packet path below, in arrival order after the
   // run.
-  if constexpr (!kSharded) {
+  {
     if (n >= kMinRun && c.run_skip == 0) {
       const uint16_t r = run_length(pkts, n);
       if (r >= kMinRun) {

@@ -95,4 +95,14 @@ struct AgqClassic {
   void encode(uint8_t* p) const;
 };
 
+// docs/PROTOCOL.md section 10, one convention for both protocols: a packet
+// with aggregation state has a 12-bit shard, owned by lcore shard mod L;
+// senders put shard_port(shard) in the UDP source port so that NICs
+// (rte_flow/RSS on that port) and multi-queue peers can steer it.
+inline constexpr uint16_t shard_port(uint32_t shard) { return uint16_t(0xC000u | (shard & 0x0FFFu)); }
+// A classic packet's shard is its aggregator (hash1): the aggregator's
+// registers and, by the published host invariant hashID == hash1 << 3 |
+// hash2, its 8 seq slots all live in that shard, as in one Tofino pipe.
+inline constexpr uint32_t classic_shard(uint16_t hash1) { return hash1 & 0x0FFFu; }
+
 }  // namespace agq::proto

@@ -152,3 +152,62 @@ def test_fused_runs_match_the_learning_switch_model(tmp_path, procs):
         assert len(got) == len(exp), f"port {p}: {len(got)} frames, model says {len(exp)}"
         for i, (g, e) in enumerate(zip(got, exp)):
             assert g == e, f"port {p} frame {i}:\n got {g.hex()}\n exp {e.hex()}"
+
+
+def test_fused_runs_on_two_lcores(tmp_path, procs):
+    """Two lcores (-l 0,1), port 0 with an rx queue per lcore: runs of
+    ordinary frames take the fused path on both lcores (a run the program
+    accepts has no shard, so it stays on the lcore that received it), and
+    every frame leaves where a learning switch sends it, in each sender's
+    order (each queue has its own sender; between lcores the order is free).
+    Ports 2 and 3 have one tx queue: one lcore's batches reach it through
+    the owner's tx hand-off ring."""
+    S0, S1, D2, D3, DU = 0x10, 0x12, 0x02, 0x03, 0x77
+    q0 = ([frame(S0, D2)] * BURST                                                 # one flow
+          + [frame(S0, D2, ident=0x100 + i, fill=i) for i in range(BURST)]        # a real sender's flow
+          + [frame(S0, DU)] * BURST)                                              # unknown: flood
+    q1 = ([frame(S1, D3)] * BURST * 2                                             # two bursts of one flow
+          + [frame(S1, D3)] * 16 + [frame(S1, D2)] * 16)                          # a run of 16, then per packet
+    runs = 3 * BURST + 2 * BURST + 16
+    for q, frames in enumerate((q0, q1)):
+        wrpcap(str(tmp_path / f"in0_q{q}.pcap"), [Ether(f) for f in frames])
+    (tmp_path / "sw.toml").write_text(CONFIG)
+    sock = tmp_path / "ctl.sock"
+    vdevs = [f"net_pcap0,rx_pcap={tmp_path}/in0_q0.pcap,rx_pcap={tmp_path}/in0_q1.pcap,tx_pcap={tmp_path}/out0.pcap"]
+    vdevs += [f"net_pcap{p},tx_pcap={tmp_path}/out{p}.pcap" for p in (1, 2, 3)]
+    sw = procs.start("switch", [binary("agq-switch"), *eal_args(unique_prefix("run2"), "0,1", vdevs), "--",
+                                "--config", tmp_path / "sw.toml", "--ctl-socket", sock, "--idle-sleep-us", "50"])
+    total = len(q0) + len(q1)
+    expected = {0: [], 1: [], 2: [], 3: []}
+    for f in q0 + q1:
+        dst = f[:6]
+        if dst in STATIC:
+            expected[STATIC[dst]].append(f)
+        else:
+            for p in (1, 2, 3):
+                expected[p].append(f)
+
+    def done():
+        if not sw.alive():
+            raise AssertionError("switch exited:\n" + sw.output())
+        if not sock.exists() or agqctl(sock, "ports").returncode != 0:
+            return False
+        c = counters(sock)
+        return c.get("dp.rx") == total and c.get("dp.tx", 0) + c.get("dp.tx_dropped", 0) >= sum(
+            len(v) for v in expected.values())
+
+    try:
+        wait_for(done, 30, what="every frame received and sent")
+    finally:
+        c = counters(sock) if sock.exists() else {}
+    assert "2 lcores" in sw.output(), sw.output()
+    assert c["dp.run_packets"] == runs, c
+    assert c["dp.tx_dropped"] == 0 and c["dp.handoff"] == 0, c
+    assert c["fwd_l2_unicast"] == len(q0) - BURST + len(q1) and c["fwd_flooded"] == BURST, c
+    assert sw.stop() == 0, sw.output()
+    for p in range(N_PORTS):
+        got = [bytes(pkt) for pkt in rdpcap(str(tmp_path / f"out{p}.pcap"))]
+        assert sorted(got) == sorted(expected[p]), f"port {p}: {len(got)} frames, model says {len(expected[p])}"
+        for src in (S0, S1):  # each sender's frames in its order
+            assert [f for f in got if f[6:12] == mac(src)] == [f for f in expected[p] if f[6:12] == mac(src)], \
+                f"port {p}: frames of sender {src:#x} out of order"

@@ -81,6 +81,22 @@ def random_traffic(rng: random.Random, n: int):
     return out
 
 
+def owner_lcore(frame: bytes, lcores: int) -> int:
+    """The lcore that processes a frame entering on port 0: a classic AGQ
+    frame's shard is its aggregator, hash1 & 0xFFF (docs/PROTOCOL.md
+    section 10), owned by lcore shard mod L; anything else stays on the
+    lcore that polls port 0 (lcore 0)."""
+    off, et = 14, frame[12:14]
+    if et == b"\x81\x00":
+        off, et = 18, frame[16:18]
+    if et != b"\x08\x00" or len(frame) < off + 28 + AGQ_LEN or frame[off + 9] != 17:
+        return 0
+    if int.from_bytes(frame[off + 22:off + 24], "big") not in (50000, 50001):
+        return 0
+    hash1 = int.from_bytes(frame[off + 28 + 71:off + 28 + 73], "big") >> 3
+    return (hash1 & 0xFFF) % lcores
+
+
 def expected_outputs(inputs):
     """(frames per output port, number of AGQ drops) from the model."""
     model = ClassicModel(PS, WORKERS)
@@ -124,13 +140,24 @@ def build_inputs():
     return inputs
 
 
-@pytest.mark.parametrize("lcores", ["0", "0,1"])
+# "0,1": one rx queue, the other lcore's shards cross through its hand-off
+# ring; "0,1 steered": an rx queue per lcore holding only its shards (as
+# rte_flow on the UDP source port steers them).
+@pytest.mark.parametrize("lcores", ["0", "0,1", "0,1 steered"])
 def test_classic_switch_matches_model_byte_for_byte(tmp_path, procs, lcores):
     inputs = build_inputs()
-    wrpcap(str(tmp_path / "in.pcap"), [Ether(f) for _, f in inputs])
+    steered = lcores.endswith(" steered")
+    lcores = lcores.split()[0]
+    if steered:
+        for q in (0, 1):
+            wrpcap(str(tmp_path / f"in_q{q}.pcap"), [Ether(f) for _, f in inputs if owner_lcore(f, 2) == q])
+        rx = f"rx_pcap={tmp_path}/in_q0.pcap,rx_pcap={tmp_path}/in_q1.pcap"
+    else:
+        wrpcap(str(tmp_path / "in.pcap"), [Ether(f) for _, f in inputs])
+        rx = f"rx_pcap={tmp_path}/in.pcap"
     (tmp_path / "classic.toml").write_text(CONFIG)
     sock = tmp_path / "ctl.sock"
-    vdevs = [f"net_pcap0,rx_pcap={tmp_path}/in.pcap,tx_pcap={tmp_path}/out0.pcap"]
+    vdevs = [f"net_pcap0,{rx},tx_pcap={tmp_path}/out0.pcap"]
     vdevs += [f"net_pcap{p},tx_pcap={tmp_path}/out{p}.pcap" for p in range(1, N_PORTS)]
     sw = procs.start("switch", [binary("agq-switch"), *eal_args(unique_prefix("pcap"), lcores, vdevs), "--",
                                 "--config", tmp_path / "classic.toml", "--ctl-socket", sock,
@@ -158,12 +185,22 @@ def test_classic_switch_matches_model_byte_for_byte(tmp_path, procs, lcores):
     assert c["fwd_routed"] == 1 and c["fwd_flooded"] == 1
     assert sw.stop() == 0, sw.output()
 
+    n_lcores = len(lcores.split(","))
     for p in range(N_PORTS):
         got = [bytes(pkt) for pkt in rdpcap(str(tmp_path / f"out{p}.pcap"))]
         exp = expected[p]
         assert len(got) == len(exp), f"port {p}: {len(got)} frames, model says {len(exp)}"
-        for i, (g, e) in enumerate(zip(got, exp)):
-            assert g == e, f"port {p} frame {i}:\n got {g.hex()}\n exp {e.hex()}"
+        # Each lcore keeps arrival order; between lcores the order is free.
+        for k in range(n_lcores):
+            g_k = [f for f in got if owner_lcore(f, n_lcores) == k]
+            e_k = [f for f in exp if owner_lcore(f, n_lcores) == k]
+            assert len(g_k) == len(e_k), f"port {p}, lcore {k}: {len(g_k)} frames, model says {len(e_k)}"
+            for i, (g, e) in enumerate(zip(g_k, e_k)):
+                assert g == e, f"port {p} lcore {k} frame {i}:\n got {g.hex()}\n exp {e.hex()}"
+    if n_lcores > 1:
+        # Both lcores aggregated (aggregators 5 and 6 are shards 1 and 0):
+        # steered, every packet arrived on its owner's queue.
+        assert (c["dp.handoff"] == 0) if steered else (c["dp.handoff"] > 0), c
     # The worked example: PS got exactly 2x the values in data0..3.
     first = expected[PS][0]
     agq = AgqHeader.unpack(first[-AGQ_LEN:])

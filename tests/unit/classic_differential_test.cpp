@@ -232,7 +232,7 @@ TEST(ClassicDifferential, WithMacDigestsEqualsReference) {
   }
 }
 
-TEST(ClassicShard, AggregationPacketsAreShardZeroEverythingElseAnyShard) {
+TEST(ClassicShard, AggregationPacketsAreTheirAggregatorsShardEverythingElseAnyShard) {
   tna::ReplicationEngine pre;
   ClassicProgram prog(ClassicConfig{1, {2, 3}, 64}, ForwardingConfig{}, pre);
   FrameGen gen(7);
@@ -243,7 +243,7 @@ TEST(ClassicShard, AggregationPacketsAreShardZeroEverythingElseAnyShard) {
     const bool agq_classic = pipeline::parse(f, h) == pipeline::ParserError::None && h.agq_classic_valid;
     const uint32_t shard = prog.shard_of(f);
     if (agq_classic) {
-      EXPECT_EQ(shard, ClassicProgram::kAggregationShard);
+      EXPECT_EQ(shard, proto::classic_shard(h.agq_classic.hash1));
       ++classic;
     } else {
       EXPECT_EQ(shard, tna::kAnyShard);

@@ -110,6 +110,10 @@ struct Pair {
     unsigned start = 0;
     if (r >= min_run && fused->process_run(pa[0], r)) {
       for (unsigned i = 1; i < r; ++i) pa[i].decision = pa[0].decision;
+      // What the dataplane relies on to take the fused path on any lcore: a
+      // run the program accepts carries no shard state (process_run
+      // declines aggregation traffic), so no frame of it has an owner lcore.
+      for (unsigned i = 0; i < r; ++i) EXPECT_EQ(fused->shard_of(in[i]), tna::kAnyShard) << "frame " << i;
       start = r;
     } else {
       r = 0;

@@ -326,6 +326,38 @@ TEST(AllreduceEngine, SwitchRestartMidOpIsDetectedAndRedone) {
   EXPECT_EQ(net.engines[0]->stats().epoch, net.sw.epoch);
 }
 
+// A peer that stops for 2 s (a process descheduled on a loaded host) and
+// comes back: its peers use up max_retries long before it returns, but the
+// retries are also bounded below in time (retry_time_ns, 5 s), so the job
+// waits for it and completes exactly. Without the time bound every engine
+// fails within ~1 s of the stall (CI: 10% loss, 25 tries in 50 ms).
+TEST(AllreduceEngine, APeerStalledShorterThanTheRetryTimeIsWaitedFor) {
+  Net net(3, 8);
+  for (auto& c : net.cfgs) c.tuning.max_retries = 4;
+  net.start();
+  std::vector<std::vector<float>> in, out;
+  std::vector<OpPtr> ops;
+  for (unsigned w = 0; w < 3; ++w) {
+    in.push_back(gradient(w, 32 * 100, 7));
+    out.emplace_back(in.back().size());
+  }
+  for (unsigned w = 0; w < 3; ++w) {
+    ops.push_back(make_op(1, in[w], out[w]));
+    net.engines[w]->submit(ops.back());
+  }
+  for (int i = 0; i < 3; ++i) net.step();
+  net.dead[2] = true;
+  for (int i = 0; i < 2000; ++i) net.step();
+  EXPECT_FALSE(net.engines[0]->failed()) << net.engines[0]->diagnostic();
+  EXPECT_GE(net.engines[0]->stats().max_retries_seen, 4u);  // the count bound alone would have failed it
+  net.dead[2] = false;
+  ASSERT_TRUE(net.run_until([&] { return net.all_idle(); }, 20000)) << net.engines[0]->diagnostic();
+  for (unsigned w = 0; w < 3; ++w) EXPECT_FALSE(net.engines[w]->failed()) << net.engines[w]->diagnostic();
+  expect_sum(in, out, *ops[0]);
+  EXPECT_EQ(out[0], out[1]);
+  EXPECT_EQ(out[0], out[2]);
+}
+
 TEST(AllreduceEngine, DeadPeerFailsWithTheStalledSlots) {
   Net net(3, 8);
   for (auto& c : net.cfgs) c.tuning.max_retries = 4;

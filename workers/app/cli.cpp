@@ -79,6 +79,10 @@ int parse_options(int argc, char** argv, Options& o) {
       ->capture_default_str();
   app.add_option("--max-retries", o.max_retries, "agq: retransmissions of one slot before giving up (exit 4)")
       ->capture_default_str();
+  app.add_option("--retry-time", o.retry_time_s,
+                 "agq: ... and not before the slot has waited this many seconds since its first transmission "
+                 "(a descheduled peer on a loaded host is a stall, not a dead worker)")
+      ->check(CLI::Range(0.0, 3600.0))->capture_default_str();
   app.add_option("--slot-base", o.job.slot_base, "first aggregator (hash1) of the job")->capture_default_str();
   app.add_option("--seqs-per-agg", o.job.seqs_per_agg,
                  "live seqs per aggregator: 1 = exact (default); 2..8 pack windows, results order-dependent")
@@ -122,7 +126,7 @@ int parse_options(int argc, char** argv, Options& o) {
   static const char* const kAgqOnly[] = {"--slots", "--rows", "--rounds", "--init-width", "--init-scale",
                                          "--error-budget", "--margin", "--rto-ms", "--rto-min-ms", "--rto-max-ms", "--reo-min-us",
                                          "--max-retries", "--verify", "--lanes", "--switch-ctl", "--job", "--job-file",
-                                         "--switch-lcores", "--handoff-ring"};
+                                         "--switch-lcores", "--handoff-ring", "--retry-time"};
   const std::vector<const char*> other = protocol == "agq"
                                               ? std::vector<const char*>(std::begin(kClassicOnly), std::end(kClassicOnly))
                                               : std::vector<const char*>(std::begin(kAgqOnly), std::end(kAgqOnly));

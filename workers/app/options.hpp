@@ -30,6 +30,7 @@ struct Options {
   uint32_t verify_every = 1;      // parsed --verify
   unsigned lanes = 32;            // agq: lane profile 32 | 16
   unsigned max_retries = 25;
+  double retry_time_s = 5.0;
   unsigned handoff_ring = 4096;   // agq, several lcores: entries of each lcore's hand-off ring
   std::string source = "normal";
   uint64_t seed = 1;

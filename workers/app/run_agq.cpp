@@ -256,6 +256,7 @@ int run_agq_worker(const Options& o, Ports& ports) {
   cfg.lanes = uint8_t(o.lanes);
   cfg.rto_max_ns = uint64_t(o.rto_max_ms * 1e6);
   cfg.max_retries = o.max_retries;
+  cfg.retry_time_ns = uint64_t(o.retry_time_s * 1e9);
   cfg.reply_timeout_ns = uint64_t(o.reply_timeout_s * 1e9);
   cfg.max_print = o.max_print;
   cfg.barrier = true;

@@ -23,7 +23,7 @@ inline constexpr size_t kAgqHdrOffset = kL4HdrOffset;                          /
 // Untagged frame length of the lane profile (PROTOCOL.md §10): 190 (32 lanes) or 126 (16).
 inline constexpr size_t agq_frame_len(unsigned lanes) { return kAgqHdrOffset + 20 + 4 * lanes; }
 // UDP source port of a packet of shard k (PROTOCOL.md §10).
-inline constexpr uint16_t agq_shard_port(uint32_t shard) { return uint16_t(0xC000 | (shard & 0x0FFF)); }
+inline constexpr uint16_t agq_shard_port(uint32_t shard) { return proto::shard_port(shard); }
 
 Endpoint agq_worker_endpoint(uint16_t job_id, unsigned worker_id);
 Endpoint agq_ps_endpoint(uint16_t job_id);

@@ -66,6 +66,7 @@ bool AgqWorkerEngine::init(const AgqWorkerConfig& cfg, std::string& err, FrameIo
   t.rto_max_ns = cfg.rto_max_ns;
   t.reo_min_ns = cfg.reo_min_ns;
   t.max_retries = cfg.max_retries;
+  t.retry_time_ns = cfg.retry_time_ns;
   t.max_redos = cfg.max_redos;
   t.reply_timeout_ns = cfg.reply_timeout_ns;
   t.burst = cfg.burst;

@@ -51,6 +51,7 @@ struct AgqWorkerConfig {
   uint64_t reo_min_ns = 200'000ull;  // AllreduceTuning::reo_min_ns
   uint64_t rto_max_ns = 640'000'000ull;
   unsigned max_retries = 25;
+  uint64_t retry_time_ns = 5'000'000'000ull;  // AllreduceTuning::retry_time_ns
   unsigned max_redos = 8;       // OVERFLOW redos per chunk before accepting the clipped result
   uint64_t reply_timeout_ns = 5'000'000'000ull;
   unsigned burst = 32;

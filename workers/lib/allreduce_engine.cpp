@@ -999,7 +999,7 @@ unsigned AllreduceEngine::tick(uint64_t now_ns, bool timers) {
           m.arm(sl, now_ns, m.base_rto(lw));
           continue;
         }
-        if (sl.tries >= cfg_.tuning.max_retries) {
+        if (sl.tries >= cfg_.tuning.max_retries && now_ns - sl.sent_ns >= cfg_.tuning.retry_time_ns) {
           std::string why = "job " + std::to_string(cfg_.job.job_id) + ": no RESULT after " +
                             std::to_string(sl.tries) + " retransmissions; " + m.stalled_report(now_ns);
           if (stats_.switch_restarts)

@@ -94,7 +94,12 @@ struct AllreduceTuning {
   bool tail_probe = true;             // TLP: one probe of the newest sequence after 2 srtt without a RESULT
   uint64_t pto_min_ns = 100'000;      // ... but not before this
   uint64_t rto_max_ns = 640'000'000;  // cap, also of the back-off
-  unsigned max_retries = 25;          // retransmissions of one sequence before failing
+  unsigned max_retries = 25;          // retransmissions of one sequence before failing ...
+  // ... and not before the sequence has waited this long since its first
+  // transmission: on a loaded host a peer process can be descheduled for
+  // longer than max_retries short RTOs (seen in CI at 10% loss, where every
+  // RTO is a few ms), and that is a stall, not a dead peer.
+  uint64_t retry_time_ns = 5'000'000'000;
   unsigned max_redos = 8;             // OVERFLOW redos of one chunk before accepting the clipped result
   uint64_t reply_timeout_ns = 5'000'000'000;  // no RESULT at all since the first DATA
   unsigned burst = 32;                // DATA per logical worker per tick

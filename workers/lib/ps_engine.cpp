@@ -106,7 +106,7 @@ unsigned PsEngine::tick(uint64_t now_ns, TxSink& tx) {
   unsigned sent = 0;
   uint8_t buf[kAgqFrameLen];
   while (!txq_.empty()) {
-    frame_->write(txq_.front(), buf);
+    frame_->write(txq_.front(), buf, classic_src_port(txq_.front()));
     if (!tx.send(cfg_.port, buf)) {
       ++counters_.tx_refused;
       break;

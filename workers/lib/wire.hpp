@@ -76,6 +76,12 @@ class FrameTemplate {
 
 // The classic protocol's frames (73-byte header, UDP kAgqClassicPortA).
 FrameTemplate classic_frame_template(const Endpoint& src, const Endpoint& dst);
+// The UDP source port of a classic frame: its aggregator's shard
+// (docs/PROTOCOL.md section 10), so a NIC or a multi-queue peer can steer it
+// to the switch lcore that owns the aggregator.
+inline uint16_t classic_src_port(const proto::AgqClassic& h) {
+  return proto::shard_port(proto::classic_shard(h.hash1));
+}
 
 proto::AgqClassic make_agq(uint16_t job_and_seq, uint8_t worker_id, uint8_t total_workers, uint16_t hash_id,
                            uint8_t is_ack, uint64_t chunk, Kind kind, const Lanes& lanes);

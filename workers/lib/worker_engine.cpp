@@ -155,7 +155,7 @@ unsigned WorkerEngine::tick(uint64_t now_ns, TxSink& tx) {
       for (int k = 0; k < kLanes; ++k) lanes[k] = quantized_element(*lw.source, *quant_, job, c * kLanes + k);
       const auto h = make_agq(job.job_and_seq(c), uint8_t(lw.id), job.total_workers, job.hash_id_of_slot(slot), 0,
                               c, Kind::Contribution, lanes);
-      lw.frame->write(h, buf);
+      lw.frame->write(h, buf, classic_src_port(h));
       if (!tx.send(lw.port, buf)) {
         ++counters_.tx_refused;
         break;

@@ -554,7 +554,7 @@ bool ClassicProgram::process_run(tna::BurstPacket& first, unsigned n) {
 uint32_t ClassicProgram::shard_of(std::span<const uint8_t> bytes) const {
   FrameView v;
   if (parse_view(bytes.data(), bytes.size(), v) == ParserError::None && v.agq_classic_valid)
-    return kAggregationShard;
+    return proto::classic_shard(read_fields(bytes.data() + v.payload_offset).hash1);
   return tna::kAnyShard;
 }
 

@@ -12,9 +12,12 @@
 // in TNA vocabulary; reference/classic_reference.* runs it as the model this
 // program is tested against, frame by frame and cell by cell.
 //
-// One instance per lcore (shared-nothing); no locks. All classic
-// aggregation packets are in shard 0 (docs/PROTOCOL.md section 10): the
-// published program has one register space and no job field to shard by.
+// One instance per lcore (shared-nothing); no locks. A classic aggregation
+// packet's shard is its aggregator, hash1 & 0xFFF (docs/PROTOCOL.md section
+// 10): with L lcores each instance is one Tofino pipe that holds the
+// aggregators of its shards and, by the published host invariant hashID ==
+// hash1 << 3 | hash2, their seq slots. With one lcore (the default) it is
+// the published program's single register space.
 #pragma once
 
 #include <array>
@@ -23,6 +26,7 @@
 #include <vector>
 
 #include "pipeline/switch_program.hpp"
+#include "proto/headers.hpp"
 
 namespace agq::pipeline::classic {
 
@@ -36,9 +40,6 @@ class ClassicProgram final : public SwitchProgram {
  public:
   // PRE group that carries ACKs to every worker port.
   static constexpr tna::McastGroupId kWorkerGroup = 1;
-
-  // The shard of every classic aggregation packet.
-  static constexpr uint32_t kAggregationShard = 0;
 
   ClassicProgram(ClassicConfig cfg, ForwardingConfig fwd_cfg, tna::ReplicationEngine& pre);
   ~ClassicProgram() override;
@@ -55,8 +56,8 @@ class ClassicProgram final : public SwitchProgram {
   void clear_counters() override;
   void clear_state() override;
   uint32_t aggregator_count() const override;
-  // Every register lives in shard 0's instance (lcore 0).
-  uint32_t aggregator_shard(uint32_t /*index*/) const override { return kAggregationShard; }
+  // Aggregator `index` (hash1) and its 8 seq slots live in its shard's instance.
+  uint32_t aggregator_shard(uint32_t index) const override { return proto::classic_shard(uint16_t(index)); }
   NamedCells dump_aggregator(uint32_t index) const override;
 
   // Typed register reads for tests and tools.
