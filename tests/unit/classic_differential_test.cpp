@@ -289,3 +289,107 @@ TEST(ClassicDifferential, OneShapeAgqBurstsEqualReference) {
     if (::testing::Test::HasFatalFailure()) return;
   }
 }
+
+// The merged first pass (a first packet and its resubmitted pass run as one
+// call) in every case that matters, against the reference's two passes,
+// through process() and through the AGQ-vector path of process_burst: a
+// first packet whose split_t opens a window (L != 0: pass 1 clears it,
+// pass 2 adds), one whose cursor lands on a live start (split_t L == 0:
+// nothing cleared), one that completes at once (total_workers 1: to the
+// PS), one that is absorbed, jobAndSeq 0 (pass 2 allocates again: two
+// separate passes), a packet that arrives as a resubmitted one (no second
+// pass), then contributions and ACKs over the windows left behind. Every
+// decision, byte, register cell and counter equal.
+TEST(ClassicDifferential, MergedFirstPassEqualsTwoPasses) {
+  for (const bool burst : {false, true}) {
+    const uint32_t capacity = 64;
+    ClassicConfig cfg{1, {2}, capacity};
+    Pair p(cfg, ForwardingConfig{});
+    proto::UdpFrameSpec sp;
+    sp.dst_port = proto::kAgqClassicPortA;
+    // hash_id = hash1 << 3 | hash2 unless `slot` (the switch does not
+    // check the host invariant).
+    auto frame = [&](uint16_t jas, uint8_t total, uint8_t is_ack, uint16_t hash1, uint8_t hash2, uint32_t v,
+                     int slot = -1) {
+      proto::AgqClassic a;
+      a.job_and_seq = jas;
+      a.total_workers = total;
+      a.is_ack = is_ack;
+      a.hash1 = hash1;
+      a.hash2 = hash2;
+      a.hash_id = slot < 0 ? uint16_t(hash1 << 3 | hash2) : uint16_t(slot);
+      for (unsigned k = 0; k < 16; ++k) a.data[k] = v * (k + 1) * 0x01010101u;
+      return proto::build_agq_classic_frame(sp, a);
+    };
+    std::vector<Frame> frames;
+    std::vector<bool> resubmitted;
+    auto add = [&](Frame f, bool resub = false) {
+      frames.push_back(std::move(f));
+      resubmitted.push_back(resub);
+    };
+    // Aggregator 1: nine first packets without an ACK. The cursor runs
+    // 0,3,6,1,4,7,2,5 and lands on the live start 0 at the ninth (L == 0).
+    for (uint8_t s = 0; s < 8; ++s) add(frame(uint16_t(0x100 + s), 2, 0, 1, s, 0x11 + s));
+    add(frame(0x1FF, 2, 0, 1, 0, 0x77));              // slot 8 (hash2 0) is taken: a collision
+    add(frame(0x1FE, 2, 0, 1, 0, 0x78, /*slot=*/40));  // the ninth first packet on aggregator 1
+    // Aggregator 2: completes at once; then absorbed first + its completion.
+    add(frame(0x200, 1, 0, 2, 0, 0x0F000000));
+    add(frame(0x201, 2, 0, 2, 1, 0x00F00000));
+    add(frame(0x201, 2, 0, 2, 1, 0x00F00000));
+    // Aggregator 3: a seq at position 0 with low bits set, then a first
+    // packet that arrives as a resubmitted one (one pass: it clears its
+    // window [3, 8), cutting into the first seq's sums, and goes out).
+    add(frame(0x301, 3, 0, 3, 0, 0x00345678));
+    add(frame(0x301, 3, 0, 3, 0, 0x00345678));
+    add(frame(0x300, 2, 0, 3, 1, 0x654321), /*resub=*/true);
+    add(frame(0x300, 2, 0, 3, 1, 0x654321));
+    // Aggregator 4: jobAndSeq 0 behind a seq at position 0: pass 1 at
+    // position 3 (L 20: it truncates and shifts its data), pass 2 from the
+    // original data allocates again at position 6.
+    add(frame(0x401, 2, 0, 4, 0, 0x00ABCDEF));
+    add(frame(0, 3, 0, 4, 1, 0x00123456));
+    // ACKs free windows; new first packets reuse them (the window clear
+    // under the add), with the other seqs' contributions in between.
+    add(frame(0x103, 2, 1, 1, 3, 0));
+    add(frame(0x101, 2, 0, 1, 1, 0x21));
+    add(frame(0x103, 2, 0, 1, 3, 0x31));
+    add(frame(0x103, 2, 0, 1, 3, 0x32));
+    add(frame(0x200, 1, 1, 2, 0, 0));
+    add(frame(0x202, 3, 0, 2, 0, 0x0A000000));
+    add(frame(0x202, 3, 0, 2, 0, 0x0B000000));
+    add(frame(0x202, 3, 0, 2, 0, 0x0C000000));
+
+    std::vector<Frame> ref_frames = frames;
+    std::vector<tna::BurstPacket> pkts(frames.size());
+    for (size_t i = 0; i < frames.size(); ++i) {
+      tna::IngressIntrinsicMd md;
+      md.ingress_port = 3;
+      md.resubmit_flag = resubmitted[i];
+      pkts[i] = {frames[i].data(), uint16_t(frames[i].size()), md, {}};
+    }
+    if (burst)
+      p.fast.process_burst(pkts.data(), unsigned(pkts.size()));  // one vector: every frame of one shape
+    else
+      for (auto& b : pkts) b.decision = p.fast.process(std::span<uint8_t>(b.bytes, b.len), b.md);
+    for (size_t i = 0; i < frames.size(); ++i) {
+      const tna::Decision want = p.ref.process(ref_frames[i], pkts[i].md);
+      ASSERT_TRUE(same(pkts[i].decision, want))
+          << (burst ? "burst" : "process") << " packet " << i << ": fast " << describe(pkts[i].decision)
+          << ", reference " << describe(want);
+      ASSERT_EQ(frames[i], ref_frames[i]) << (burst ? "burst" : "process") << " packet " << i << ": bytes";
+    }
+    expect_same_state(p, capacity, burst ? "burst" : "process");
+    // The trace did reach the cases above.
+    uint64_t resubmits = 0, completions = 0, collisions = 0, allocations = 0;
+    for (const auto& [n, v] : counters(p.ref)) {
+      if (n == "resubmits") resubmits = v;
+      if (n == "completions") completions = v;
+      if (n == "collisions") collisions = v;
+      if (n == "allocations") allocations = v;
+    }
+    EXPECT_GE(resubmits, 12u);
+    EXPECT_GE(completions, 3u);
+    EXPECT_EQ(collisions, 1u);
+    EXPECT_GT(allocations, resubmits);  // the resubmitted arrival, jobAndSeq 0's second allocation
+  }
+}

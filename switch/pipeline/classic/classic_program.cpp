@@ -177,9 +177,8 @@ struct ClassicProgram::Impl {
            tna::Decision& out);
   // A vector of classic AGQ frames of one shape (frame 0 a valid AGQ frame,
   // every other frame same_parse of it: run.py's classic replay, a host's
-  // stream): one compare pass, then the passes in arrival order with the
-  // register records prefetched a few frames ahead -- no views, no
-  // classification. False (nothing done) for any other vector.
+  // stream): one compare pass, then the passes in arrival order -- no
+  // views, no classification. False (nothing done) for any other vector.
   [[gnu::noinline]] bool agq_vector(tna::BurstPacket* b, unsigned m);
   // Starts loading the register records an AGQ packet's pass will touch.
   // Inlined into process_burst's parse pass (a call per packet showed in
@@ -448,6 +447,15 @@ bool ClassicProgram::Impl::agq_vector(tna::BurstPacket* b, unsigned m) {
   for (unsigned i = 1; i < m; ++i)
     if (!same_parse(f0, b[0].len, v0, b[i].bytes, b[i].len)) return false;
   const uint16_t off = v0.payload_offset;
+  // Note: GCC 12 emits no instruction for these two prefetches in this
+  // function (objdump of agq_vector: no prefetch at all), so the records
+  // are not prefetched. Made real (asm prefetcht0) they cost more than they
+  // saved (bench_pipeline steady_w2 +0.6 ns/packet, pcap replay 0.98x), as
+  // did prefetching each frame's second cache line in the compare pass
+  // (0.975x): in a replay the records and frames sit in L2 and the core
+  // overlaps those loads across packets by itself. Deleting the lambda
+  // changes GCC's register allocation and vectorization of the ACK path
+  // (+4 instructions per packet in callgrind, +0.3 ns), so it stays.
   auto prefetch_cells = [&](const uint8_t* payload) {
     const AgqFields in = read_fields(payload);
     if (in.hash_id < capacity) __builtin_prefetch(&slots[in.hash_id], 1);

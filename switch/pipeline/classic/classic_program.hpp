@@ -6,10 +6,11 @@
 // in place at fixed offsets (parse_view), the registers are two flat arrays
 // (one 4-byte record per seq slot, one 32-byte record per aggregator: a pass
 // touches at most two cache lines of state), the constant tables are plain
-// arrays, the align/extract actions are shifts, and a resubmitted first
-// packet runs its second pass without re-parsing. Stages keep the P4 order
-// and names (classic_program.cpp). classic/ingress.cpp is the same program
-// in TNA vocabulary; reference/classic_reference.* runs it as the model this
+// arrays, the align/extract actions are shifts, a pass is straight-line
+// code per stage-0 outcome, and a first packet and its resubmitted pass run
+// as one pass (exact: pass 2 reads only what pass 1 wrote). Stages keep
+// the P4 order and names (classic_program.cpp). classic/ingress.cpp is the
+// same program in TNA vocabulary; reference/classic_reference.* runs it as the model this
 // program is tested against, frame by frame and cell by cell.
 //
 // One instance per lcore (shared-nothing); no locks. A classic aggregation
