@@ -93,6 +93,23 @@ def model(rounds):
     return out, c
 
 
+def settle(sw, sock, ready, what):
+    """Waits until the switch's counters satisfy `ready` (failing at once if
+    the switch exits) and returns them."""
+    def done():
+        if not sw.alive():
+            raise AssertionError("switch exited:\n" + sw.output())
+        if not sock.exists() or agqctl(sock, "ports").returncode != 0:
+            return False
+        return ready(counters(sock))
+
+    try:
+        wait_for(done, 30, what=what)
+    finally:
+        c = counters(sock) if sock.exists() else {}
+    return c
+
+
 def test_fused_runs_match_the_learning_switch_model(tmp_path, procs):
     S0, S1, D2, D3, DU = 0x10, 0x11, 0x02, 0x03, 0x77
     b1 = [frame(S0, D2)] * BURST                                   # one flow
@@ -127,18 +144,8 @@ def test_fused_runs_match_the_learning_switch_model(tmp_path, procs):
     total = sum(len(b) for b in port0) + len(p1)
     expected, want = model(rounds)
 
-    def done():
-        if not sw.alive():
-            raise AssertionError("switch exited:\n" + sw.output())
-        if not sock.exists() or agqctl(sock, "ports").returncode != 0:
-            return False
-        c = counters(sock)
-        return c.get("dp.rx") == total and c.get("fwd_l2_unicast") == want["fwd_l2_unicast"]
-
-    try:
-        wait_for(done, 30, what="every frame received and forwarded")
-    finally:
-        c = counters(sock) if sock.exists() else {}
+    c = settle(sw, sock, lambda c: c.get("dp.rx") == total and c.get("fwd_l2_unicast") == want["fwd_l2_unicast"],
+               "every frame received and forwarded")
     for name, v in want.items():
         assert c[name] == v, (name, c)
     assert c["dp.run_packets"] == runs, c
@@ -187,19 +194,9 @@ def test_fused_runs_on_two_lcores(tmp_path, procs):
             for p in (1, 2, 3):
                 expected[p].append(f)
 
-    def done():
-        if not sw.alive():
-            raise AssertionError("switch exited:\n" + sw.output())
-        if not sock.exists() or agqctl(sock, "ports").returncode != 0:
-            return False
-        c = counters(sock)
-        return c.get("dp.rx") == total and c.get("dp.tx", 0) + c.get("dp.tx_dropped", 0) >= sum(
-            len(v) for v in expected.values())
-
-    try:
-        wait_for(done, 30, what="every frame received and sent")
-    finally:
-        c = counters(sock) if sock.exists() else {}
+    out = sum(len(v) for v in expected.values())
+    c = settle(sw, sock, lambda c: c.get("dp.rx") == total and c.get("dp.tx", 0) + c.get("dp.tx_dropped", 0) >= out,
+               "every frame received and sent")
     assert "2 lcores" in sw.output(), sw.output()
     assert c["dp.run_packets"] == runs, c
     assert c["dp.tx_dropped"] == 0 and c["dp.handoff"] == 0, c

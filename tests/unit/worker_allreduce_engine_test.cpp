@@ -331,22 +331,31 @@ TEST(AllreduceEngine, SwitchRestartMidOpIsDetectedAndRedone) {
 // retries are also bounded below in time (retry_time_ns, 5 s), so the job
 // waits for it and completes exactly. Without the time bound every engine
 // fails within ~1 s of the stall (CI: 10% loss, 25 tries in 50 ms).
-TEST(AllreduceEngine, APeerStalledShorterThanTheRetryTimeIsWaitedFor) {
-  Net net(3, 8);
-  for (auto& c : net.cfgs) c.tuning.max_retries = 4;
-  net.start();
+// Three engines with max_retries 4, one op each submitted and three steps
+// run; then worker 2 stops (net.dead[2]).
+struct ThreeWithAStoppedPeer {
+  explicit ThreeWithAStoppedPeer(uint32_t seed) : net(3, 8) {
+    for (auto& c : net.cfgs) c.tuning.max_retries = 4;
+    net.start();
+    for (unsigned w = 0; w < 3; ++w) {
+      in.push_back(gradient(w, 32 * 100, seed));
+      out.emplace_back(in.back().size());
+    }
+    for (unsigned w = 0; w < 3; ++w) {
+      ops.push_back(make_op(1, in[w], out[w]));
+      net.engines[w]->submit(ops.back());
+    }
+    for (int i = 0; i < 3; ++i) net.step();
+    net.dead[2] = true;
+  }
+  Net net;
   std::vector<std::vector<float>> in, out;
   std::vector<OpPtr> ops;
-  for (unsigned w = 0; w < 3; ++w) {
-    in.push_back(gradient(w, 32 * 100, 7));
-    out.emplace_back(in.back().size());
-  }
-  for (unsigned w = 0; w < 3; ++w) {
-    ops.push_back(make_op(1, in[w], out[w]));
-    net.engines[w]->submit(ops.back());
-  }
-  for (int i = 0; i < 3; ++i) net.step();
-  net.dead[2] = true;
+};
+
+TEST(AllreduceEngine, APeerStalledShorterThanTheRetryTimeIsWaitedFor) {
+  ThreeWithAStoppedPeer t(7);
+  auto& [net, in, out, ops] = t;
   for (int i = 0; i < 2000; ++i) net.step();
   EXPECT_FALSE(net.engines[0]->failed()) << net.engines[0]->diagnostic();
   EXPECT_GE(net.engines[0]->stats().max_retries_seen, 4u);  // the count bound alone would have failed it
@@ -359,21 +368,8 @@ TEST(AllreduceEngine, APeerStalledShorterThanTheRetryTimeIsWaitedFor) {
 }
 
 TEST(AllreduceEngine, DeadPeerFailsWithTheStalledSlots) {
-  Net net(3, 8);
-  for (auto& c : net.cfgs) c.tuning.max_retries = 4;
-  net.start();
-  std::vector<std::vector<float>> in, out;
-  std::vector<OpPtr> ops;
-  for (unsigned w = 0; w < 3; ++w) {
-    in.push_back(gradient(w, 32 * 100, 4));
-    out.emplace_back(in.back().size());
-  }
-  for (unsigned w = 0; w < 3; ++w) {
-    ops.push_back(make_op(1, in[w], out[w]));
-    net.engines[w]->submit(ops.back());
-  }
-  for (int i = 0; i < 3; ++i) net.step();
-  net.dead[2] = true;  // kill -9 of worker 2
+  ThreeWithAStoppedPeer t(4);  // kill -9 of worker 2
+  auto& [net, in, out, ops] = t;
   ASSERT_TRUE(net.run_until([&] { return net.engines[0]->failed() && net.engines[1]->failed(); }, 60000));
   const std::string& d = net.engines[0]->diagnostic();
   EXPECT_NE(d.find("stalled"), std::string::npos) << d;
