@@ -240,6 +240,35 @@ inline void reset_spare(rte_mbuf* m) {
   rte_pktmbuf_reset_headroom(m);
 }
 
+// rte_pktmbuf_free_bulk's work, inline. Debian's DPDK is shared libraries,
+// and the library's function finds the lcore's mempool cache through the
+// global-dynamic TLS model (a __tls_get_addr call per free: perf, 1.5% of
+// the agq replay beside free_bulk's own 3.5%); inlined here, the executable
+// reads the lcore id with its initial-exec TLS access. Frees what the
+// library does: one segment at a time to its own pool, in batches.
+inline void free_bulk_inline(rte_mbuf* const* m, uint16_t n) {
+  constexpr uint16_t kBatch = 64;
+  void* put[kBatch];
+  rte_mempool* pool = nullptr;
+  uint16_t k = 0;
+  for (uint16_t i = 0; i < n; ++i) {
+    rte_mbuf* x = m[i];
+    if (unlikely(x->nb_segs != 1)) {
+      rte_pktmbuf_free(x);
+      continue;
+    }
+    x = rte_pktmbuf_prefree_seg(x);
+    if (x == nullptr) continue;  // another reference remains
+    if (x->pool != pool || k == kBatch) {
+      if (k) rte_mempool_put_bulk(pool, put, k);
+      pool = x->pool;
+      k = 0;
+    }
+    put[k++] = x;
+  }
+  if (k) rte_mempool_put_bulk(pool, put, k);
+}
+
 // One packet into the program's vector: the frame's bytes (the mbuf's first
 // cache line, which the driver just wrote) and its intrinsic metadata. The
 // frame itself is not touched here: the program prefetches what it reads.
@@ -519,7 +548,7 @@ void SwitchDataplane::apply_decisions(Lcore& c, rte_mbuf** pkts, uint16_t n, Dec
     }
   }
   if (program_drops) c.counters.program_drops.add(program_drops);
-  if (nd) rte_pktmbuf_free_bulk(c.drops.data(), nd);
+  if (nd) free_bulk_inline(c.drops.data(), nd);
 }
 
 void SwitchDataplane::multicast(Lcore& c, rte_mbuf* m, const tna::Decision& d, bool sim_tx) {

@@ -9,7 +9,7 @@
 //      (dp.handoff; a full ring drops, dp.handoff_drops);
 //   3. Program::process_burst over its own packets and over what the other
 //      lcores handed it, data prefetched across the burst;
-//   4. decisions in bulk: drops freed with rte_pktmbuf_free_bulk, unicast into
+//   4. decisions in bulk: drops freed in one inline bulk free, unicast into
 //      the lcore's tx batch of that port (its own tx queue, or the hand-off
 //      ring of the lcore that owns a single-queue port), multicast by the
 //      lcore's own PRE: identical replicas share the mbuf (refcount), replicas
