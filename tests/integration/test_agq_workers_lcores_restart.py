@@ -62,13 +62,13 @@ class Rig:
         self.cfg = tmp_path / "agq.toml"
         self.cfg.write_text(t)
 
-    def start_switch(self):
+    def start_switch(self, lcores="0,1"):
         for s in (*self.socks, self.ctl):
             s.unlink(missing_ok=True)
         self.starts += 1
         vdevs = [memif_vdev(i, s, "server") for i, s in enumerate(self.socks)]
         sw = self.procs.start(f"switch{self.starts}", [binary("agq-switch"),
-                                                       *eal_args(f"{self.tag}sw{self.starts}", "0,1", vdevs), "--",
+                                                       *eal_args(f"{self.tag}sw{self.starts}", lcores, vdevs), "--",
                                                        "--config", self.cfg, "--ctl-socket", self.ctl,
                                                        "--idle-sleep-us", "100", "--memif-queues", self.memif_queues])
         wait_for(lambda: all(s.exists() for s in self.socks) and accepting(self.ctl) or not sw.alive(), 30,
@@ -147,13 +147,15 @@ def test_ps_polls_every_ring(procs, tmp_path):
 
 
 def test_full_handoff_ring_is_a_counted_loss(procs, tmp_path):
-    """The PS's answers reach the workers through switch lcore 0, so the
-    RESULTs of lcore 1's slots arrive on the workers' lcore 0 and are handed
-    to lcore 1 through its rte_ring. A ring of 4 entries overflows: the
-    frame is dropped and counted (never a wait), the owner's retransmission
-    recovers it, and the job is exact."""
+    """A switch on one lcore serving two memif rings per port transmits
+    every RESULT on ring 0, so the RESULTs of the workers' lcore-1 slots
+    arrive on their lcore 0 and are handed to lcore 1 through its rte_ring.
+    (On a two-lcore switch every RESULT, the PS's answers included, comes
+    back on its owner's ring: nothing is handed off.) A ring of 4 entries
+    overflows: the frame is dropped and counted (never a wait), the owner's
+    retransmission recovers it, and the job is exact."""
     rig = Rig(procs, tmp_path)
-    rig.start_switch()
+    rig.start_switch(lcores="0")
     ps = rig.ps()
     rounds = 3
     ws = [rig.worker(w, ["--elements", 32 * 3000, "--rounds", rounds, "--reply-timeout", REPLY_TIMEOUT, "--handoff-ring", 4])

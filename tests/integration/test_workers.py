@@ -26,12 +26,13 @@ class Setup:
         self.socks = [tmp_path / f"m{i}.sock" for i in range(3)]
         self.ctl = tmp_path / "ctl.sock"
 
-    def switch(self, lcores="0"):
+    def switch(self, lcores="0", memif_queues=1):
         cfg = self.tmp / "classic.toml"
         cfg.write_text(CONFIG)
         vdevs = [memif_vdev(i, s, "server") for i, s in enumerate(self.socks)]
         sw = self.procs.start("switch", [binary("agq-switch"), *eal_args(f"{self.tag}sw", lcores, vdevs), "--",
-                                         "--config", cfg, "--ctl-socket", self.ctl, "--idle-sleep-us", "100"])
+                                         "--config", cfg, "--ctl-socket", self.ctl, "--idle-sleep-us", "100",
+                                         "--memif-queues", str(memif_queues)])
         wait_for(lambda: all(s.exists() for s in self.socks) and self.ctl.exists(), 15, what="switch sockets")
         return sw
 
@@ -67,16 +68,20 @@ def check_ps(ps_summary, chunks):
     assert s["quantization_error"]["max_over_bound"] <= 1.0 + 1e-9, s
 
 
-@pytest.mark.parametrize("lcores", ["0", "0,1"])
-def test_two_workers_exact(procs, tmp_path, lcores):
+@pytest.mark.parametrize("lcores,rings", [("0", 1), ("0,1", 1), ("0,1", 2)])
+def test_two_workers_exact(procs, tmp_path, lcores, rings):
     """With two switch lcores the classic aggregators are split by shard
-    (hash1 & 0xFFF, lcore shard mod 2): each worker's single memif ring
-    lands on lcore 0 or 1, which hands the other lcore's aggregators over
-    its ring (docs/PROTOCOL.md section 10); the PS still checks every
-    aggregate exact, with no cursor resync."""
+    (hash1 & 0xFFF, lcore shard mod 2). With one memif ring per link each
+    frame lands on lcore 0 or 1, which hands the other lcore's aggregators
+    over its ring; with two (--memif-queues 2, --switch-lcores 2) workers
+    and PS send shard k on ring k mod 2, so every frame reaches its owner
+    directly and nothing is handed off (docs/PROTOCOL.md section 10). The
+    PS checks every aggregate exact, with no cursor resync."""
     st = Setup(procs, tmp_path)
-    sw = st.switch(lcores)
+    sw = st.switch(lcores, rings)
     job = ["--workers", "2", "--elements", "200000", "--window", "512"]
+    if rings > 1:
+        job += ["--switch-lcores", str(rings)]
     ps = st.ps(job)
     w = [st.agq_worker(f"w{i}", 1 + i, ["--ids", str(i), "--json", *job]) for i in range(2)]
     for p in w:
@@ -97,7 +102,9 @@ def test_two_workers_exact(procs, tmp_path, lcores):
     assert c["completions"] >= 50000 and c["drops_agq_collision"] == 0, c
     if lcores != "0":
         assert "2 lcores" in sw.output(), sw.output()
-        assert c["dp.handoff"] > 0 and c["dp.handoff_drops"] == 0, c
+        assert c["dp.handoff_drops"] == 0 and c["dp.memif_missing_rings"] == 0, c
+        # One ring: about half of all frames cross lcores. Two: none does.
+        assert (c["dp.handoff"] > 0) if rings == 1 else (c["dp.handoff"] == 0), c
     assert sw.alive()
 
 

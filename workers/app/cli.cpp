@@ -68,8 +68,10 @@ int parse_options(int argc, char** argv, Options& o) {
   app.add_option("--lanes", o.lanes, "agq: the job's lane profile, 32 or 16 (PROTOCOL.md §10)")
       ->check(CLI::IsMember({32u, 16u}))->capture_default_str();
   app.add_option("--switch-lcores", o.switch_lcores,
-                 "agq: the switch's dataplane lcores (it serves shard k in order on lcore k mod this; loss is "
-                 "found by order per lcore). From the switch with --switch-ctl/--job-file")
+                 "the switch's dataplane lcores (it serves shard k on lcore k mod this). agq: loss is found by "
+                 "order per lcore; from the switch with --switch-ctl/--job-file. classic: connect with this many "
+                 "memif rings per port and send shard k on ring k mod this, straight to its owner lcore (the "
+                 "switch needs --memif-queues this)")
       ->check(CLI::Range(1u, 4096u))->capture_default_str();
   app.add_option("--handoff-ring", o.handoff_ring,
                  "agq, several lcores: entries of each lcore's hand-off ring (RESULTs another lcore received for "
@@ -126,7 +128,7 @@ int parse_options(int argc, char** argv, Options& o) {
   static const char* const kAgqOnly[] = {"--slots", "--rows", "--rounds", "--init-width", "--init-scale",
                                          "--error-budget", "--margin", "--rto-ms", "--rto-min-ms", "--rto-max-ms", "--reo-min-us",
                                          "--max-retries", "--verify", "--lanes", "--switch-ctl", "--job", "--job-file",
-                                         "--switch-lcores", "--handoff-ring", "--retry-time"};
+                                         "--handoff-ring", "--retry-time"};
   const std::vector<const char*> other = protocol == "agq"
                                               ? std::vector<const char*>(std::begin(kClassicOnly), std::end(kClassicOnly))
                                               : std::vector<const char*>(std::begin(kAgqOnly), std::end(kAgqOnly));

@@ -89,11 +89,16 @@ int main(int argc, char** argv) {
     // An agq PS connects with as many rings as the switch's memif ports have
     // queues (its job from the switch says so; else one): FALLBACK_DATA
     // leave the switch on the tx queue of the lcore that owns their shard,
-    // and the PS polls every ring. It transmits on ring 0 only (PS_RESULTs
-    // carry no shard state; every link has ring 0).
+    // and the PS polls every ring. It sends each PS_RESULT on its shard's
+    // ring (Ports::send), so the switch lcore that owns the shard sends the
+    // RESULTs on to the worker lcore that owns the slot.
     const bool agq_worker = o.protocol == Protocol::Agq && o.role == Role::Worker;
     const bool agq_ps = o.protocol == Protocol::Agq && o.role == Role::Ps;
-    const unsigned queues = agq_worker ? rte_lcore_count() : agq_ps ? std::max(1u, o.switch_rings) : 1;
+    // A classic worker or PS connects with one ring per switch lcore
+    // (--switch-lcores) and sends each frame on its shard's ring (Ports::send).
+    const unsigned queues = agq_worker ? rte_lcore_count()
+                            : agq_ps   ? std::max(1u, o.switch_rings)
+                                       : std::max(1u, o.switch_lcores);
     if (agq_worker && o.switch_rings && !check_memif_rings(queues, o.switch_rings)) {
       eal_cleanup();
       return 2;

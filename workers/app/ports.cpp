@@ -4,11 +4,13 @@
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <thread>
 
 #include "dataplane/ports.hpp"
+#include "proto/headers.hpp"
 
 namespace agq::worker {
 
@@ -67,6 +69,7 @@ bool Ports::open(double connect_timeout_s, std::string& err, unsigned queues, un
     Port p;
     p.id = info.id;
     p.rx_queues = info.rx_queues;
+    p.txq.resize(std::max<uint16_t>(info.rx_queues, 1));
     ports_.push_back(p);
     names_.push_back(info.name);
   }
@@ -74,10 +77,7 @@ bool Ports::open(double connect_timeout_s, std::string& err, unsigned queues, un
 }
 
 void Ports::close() {
-  for (auto& p : ports_) {
-    for (unsigned i = 0; i < p.n_pending; ++i) rte_pktmbuf_free(p.pending[i]);
-    p.n_pending = 0;
-  }
+  for (auto& p : ports_) drop_pending(p);
   if (dp_) {
     // Stop first: a memif client tells the server it disconnects, so the
     // switch stops polling our rings before they are unmapped (pitfall P7).
@@ -107,8 +107,7 @@ bool Ports::link_up(uint16_t port) const {
 bool Ports::reconnect(uint16_t port) {
   Port& p = ports_[port];
   // Frames queued for the old peer go with it.
-  for (unsigned i = 0; i < p.n_pending; ++i) rte_pktmbuf_free(p.pending[i]);
-  p.n_pending = 0;
+  drop_pending(p);
   if (p.started) rte_eth_dev_stop(p.id);
   p.started = rte_eth_dev_start(p.id) == 0;
   return p.started;
@@ -133,10 +132,36 @@ std::span<const uint8_t> Ports::bytes(rte_mbuf* m) {
 
 void Ports::free_mbuf(rte_mbuf* m) { rte_pktmbuf_free(m); }
 
+void Ports::drop_pending(Port& p) {
+  for (TxQueue& q : p.txq) {
+    for (unsigned i = 0; i < q.n; ++i) rte_pktmbuf_free(q.pending[i]);
+    q.n = 0;
+  }
+}
+
+// Ethernet (one VLAN tag at most), IPv4, UDP: the source port's shard mod
+// queues. The engines build every frame this way; anything shorter or else
+// goes on queue 0, which every link has.
+unsigned Ports::queue_of(std::span<const uint8_t> f, unsigned queues) {
+  if (queues <= 1 || f.size() < 14) return 0;
+  size_t l3 = 14;
+  uint16_t type = uint16_t(f[12] << 8 | f[13]);
+  if (type == 0x8100 && f.size() >= 18) {
+    type = uint16_t(f[16] << 8 | f[17]);
+    l3 = 18;
+  }
+  if (type != 0x0800 || f.size() < l3 + 20 || f[l3 + 9] != 17) return 0;
+  const size_t l4 = l3 + size_t(f[l3] & 0x0F) * 4;
+  if (f.size() < l4 + 2) return 0;
+  const uint32_t shard = proto::shard_of_port(uint16_t(f[l4] << 8 | f[l4 + 1]));
+  return shard == proto::kNoShard ? 0 : shard % queues;
+}
+
 bool Ports::send(uint16_t port, std::span<const uint8_t> frame) {
   Port& p = ports_[port];
-  if (p.n_pending == kBurst) flush();
-  if (p.n_pending == kBurst) return false;
+  TxQueue& q = p.txq[queue_of(frame, unsigned(p.txq.size()))];
+  if (q.n == kBurst) flush();
+  if (q.n == kBurst) return false;
   rte_mbuf* m = rte_pktmbuf_alloc(dp_->pool());
   if (!m) return false;
   char* d = rte_pktmbuf_append(m, uint16_t(frame.size()));
@@ -145,20 +170,24 @@ bool Ports::send(uint16_t port, std::span<const uint8_t> frame) {
     return false;
   }
   std::memcpy(d, frame.data(), frame.size());
-  p.pending[p.n_pending++] = m;
+  q.pending[q.n++] = m;
   return true;
 }
 
 unsigned Ports::flush() {
   unsigned total = 0;
   for (auto& p : ports_) {
-    if (!p.n_pending || !p.started) continue;
-    const uint16_t sent = rte_eth_tx_burst(p.id, dp_->tx_queue(uint16_t(&p - ports_.data()), 0), p.pending,
-                                           uint16_t(p.n_pending));
-    // Keep what the ring did not take, in order: nothing is dropped here.
-    std::memmove(p.pending, p.pending + sent, (p.n_pending - sent) * sizeof(rte_mbuf*));
-    p.n_pending -= sent;
-    total += sent;
+    if (!p.started) continue;
+    for (unsigned qi = 0; qi < p.txq.size(); ++qi) {
+      TxQueue& q = p.txq[qi];
+      if (!q.n) continue;
+      const uint16_t sent =
+          rte_eth_tx_burst(p.id, dp_->tx_queue(uint16_t(&p - ports_.data()), qi), q.pending, uint16_t(q.n));
+      // Keep what the ring did not take, in order: nothing is dropped here.
+      std::memmove(q.pending, q.pending + sent, (q.n - sent) * sizeof(rte_mbuf*));
+      q.n -= sent;
+      total += sent;
+    }
   }
   return total;
 }

@@ -40,8 +40,12 @@ class Ports final : public TxSink {
   // queue i); fn(port, bytes) per frame.
   template <typename Fn> unsigned poll(uint16_t port, Fn&& fn);
 
+  // Queues the frame on its ring: with Q queue pairs per port, a frame
+  // whose UDP source port carries shard k (PROTOCOL.md section 10) leaves
+  // on queue k mod Q, so a switch with Q lcores receives it on the rx queue
+  // of the lcore that owns the shard (no hand-off); anything else on queue 0.
   bool send(uint16_t port, std::span<const uint8_t> frame) override;
-  unsigned flush();  // hands queued frames to the NICs (tx queue 0); returns frames sent
+  unsigned flush();  // hands queued frames to the NICs; returns frames sent
 
   // The packet path's raw access (MbufFrameIo, the agq poll loop).
   rte_mempool* pool() const;
@@ -62,13 +66,18 @@ class Ports final : public TxSink {
   std::vector<uint64_t> rx_per_queue(uint16_t port) const;
 
  private:
+  struct TxQueue {
+    rte_mbuf* pending[kBurst];
+    unsigned n = 0;
+  };
   struct Port {
     uint16_t id;
     uint16_t rx_queues = 1;
     bool started = true;  // changed only by reconnect(), with the port's other users kept off it
-    rte_mbuf* pending[kBurst];
-    unsigned n_pending = 0;
+    std::vector<TxQueue> txq;  // one per queue pair
   };
+  static unsigned queue_of(std::span<const uint8_t> frame, unsigned queues);
+  static void drop_pending(Port& p);
   unsigned rx_burst(uint16_t port, uint16_t queue, rte_mbuf** mbufs);
   static std::span<const uint8_t> bytes(rte_mbuf* m);
   static void free_mbuf(rte_mbuf* m);
