@@ -69,7 +69,9 @@ bool Ports::open(double connect_timeout_s, std::string& err, unsigned queues, un
     Port p;
     p.id = info.id;
     p.rx_queues = info.rx_queues;
-    p.txq.resize(std::max<uint16_t>(info.rx_queues, 1));
+    // One tx batch per tx queue the port really has (a shared port: queue
+    // 0 only; net_pcap may have more rx files than tx queues).
+    p.txq.resize(info.tx_shared ? 1u : std::max<uint16_t>(info.tx_queues, 1));
     ports_.push_back(p);
     names_.push_back(info.name);
   }
