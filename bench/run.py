@@ -253,6 +253,7 @@ class Bench:
             "gen": build / "bench" / "bench_gen",
             "mpi": build / "bench" / "bench_mpi_allreduce",
             "stages": build / "bench" / "bench_worker_stages",
+            "ctl": build / "switch" / "agqctl",
         }
         self.testpmd = shutil.which("dpdk-testpmd")
         self.worker_extra: list[str] = []  # agq-worker flags of the build being measured (--compare)
@@ -538,21 +539,30 @@ class Bench:
                 "generator": "bench_gen --reuse (prebuilt frames, refcount; copy-mode memif client)"}
 
     # ---- end to end: agq-worker through agq-switch vs MPI_Allreduce --------
-    def e2e_one(self, n: int, mbytes: int) -> dict | None:
+    def e2e_one(self, n: int, mbytes: int, switch_lcores: int = 1, rings: int = 1) -> dict | None:
+        """The classic pipeline: a PS and n logical workers in two processes.
+        switch_lcores 2: the switch on both CPUs (idle back-off 100 us, as
+        everything shares them), its memif ports with `rings` queue pairs;
+        rings 2: PS and workers connect with two rings and send each frame
+        on its shard's (--switch-lcores 2), rings 1: one ring, the switch
+        hands every other frame between its lcores."""
         elements = mbytes * (1 << 20) // 4
         for i in range(3):
             (self.work / f"m{i}.sock").unlink(missing_ok=True)
         cfg = self.config("e2e", '[classic]\nps_port = 0\nworker_ports = [1, 2]\n')
         ctl = self.work / "ctl.sock"
+        ctl.unlink(missing_ok=True)
+        lcores = ["-l", "0"] if switch_lcores == 1 else ["-l", "0,1"]
         sw = self.procs.start("e2e_switch", [self.bin["switch"],
-                                             *eal(self.procs.prefix("es"), ["-l", "0"], self.memif_vdevs("server", 3)),
-                                             "--", "--config", cfg, "--ctl-socket", ctl, "--idle-sleep-us", "0",
-                                             "--quiet"])
-        if not wait_for(lambda: all((self.work / f"m{i}.sock").exists() for i in range(3)), 15):
+                                             *eal(self.procs.prefix("es"), lcores, self.memif_vdevs("server", 3)),
+                                             "--", "--config", cfg, "--ctl-socket", ctl,
+                                             "--idle-sleep-us", "0" if switch_lcores == 1 else "100",
+                                             "--memif-queues", rings, "--quiet"])
+        if not wait_for(lambda: all((self.work / f"m{i}.sock").exists() for i in range(3)) and ctl.exists(), 15):
             self.procs.stop(sw)
             return None
         job = ["--workers", n, "--elements", elements, "--window", 1024, "--progress", 0, "--json",
-               "--stall-timeout", 30]
+               "--stall-timeout", 30] + (["--switch-lcores", rings] if rings > 1 else [])
 
         def worker(name, sock, extra):
             v = f"net_memif0,role=client,id=0,socket={self.work}/m{sock}.sock,socket-abstract=no"
@@ -568,6 +578,11 @@ class Bench:
         for w in ws:
             self.procs.wait(w, budget)
         self.procs.wait(ps, 30)
+        handoff = None
+        if switch_lcores > 1:
+            c = subprocess.run([str(self.bin["ctl"]), "--socket", str(ctl), "counters"], capture_output=True,
+                               text=True, timeout=10).stdout
+            handoff = next((int(l.split()[1]) for l in c.splitlines() if l.split()[:1] == ["dp.handoff"]), None)
         self.procs.stop(sw)
         wj = [json_lines(output(w)) for w in ws]
         pj = json_lines(output(ps))
@@ -576,7 +591,8 @@ class Bench:
         wj = [x[-1] for x in wj]
         pj = pj[-1]
         secs = max(w["seconds"] for w in wj)
-        return {"workers": n, "mbytes": mbytes, "elements": elements,
+        return {"workers": n, "mbytes": mbytes, "elements": elements, "switch_lcores": switch_lcores,
+                "rings": rings, "handoff": handoff,
                 "status": "ok" if all(w["status"] == "ok" for w in wj) and pj["status"] == "ok" else "failed",
                 "seconds": secs, "elements_per_s": elements / secs,
                 "goodput_gbps": elements * 32 / secs / 1e9,
@@ -741,8 +757,20 @@ class Bench:
                 m = self.mpi_one(n, mb)
                 if m:
                     mpi.append(m)
+        # The classic pipeline on a 2-lcore switch: one memif ring per link
+        # (software hand-off) vs one ring per switch lcore (steered by the
+        # senders), interleaved.
+        lcores2 = []
+        if have_workers:
+            mb2 = 16 if self.quick else 64
+            for rep in range(2 if self.quick else 3):
+                for rings in (1, 2):
+                    self.progress(f"end to end: classic N=2 {mb2} MB, 2-lcore switch, {rings} ring(s), rep {rep + 1}")
+                    r = self.e2e_one(2, mb2, switch_lcores=2, rings=rings)
+                    if r:
+                        lcores2.append(dict(r, rep=rep))
         return {"agq": agq, "agq_pipeline": agqp, "mpi": mpi, "skipped": skipped, "time_budget_s": budget,
-                "workers_built": have_workers, "worker_stages": stages}
+                "workers_built": have_workers, "worker_stages": stages, "classic_lcores2": lcores2}
 
     def loss_pairs(self, points: list[tuple[int, int]], builds: list[tuple[str, Path, list[str]]], reps: int) -> dict:
         """The agq protocol's loss cost only: per repetition, per (N, MB)
@@ -1037,6 +1065,15 @@ def markdown(res: dict) -> str:
                          f"{fmt(a.get('avg_granted_bits'))} | {fmt(a.get('memory_saving_x'))}x | "
                          f"{fmt(a.get('quantization_rms'), 6)} | {fmt(agq.get(k, {}).get('elements_per_s'), 0)} | "
                          f"{fmt(mpi.get(k, {}).get('elements_per_s'), 0)} |")
+        if e.get("classic_lcores2"):
+            L += ["", "The classic pipeline on a 2-lcore switch (N = 2, two worker processes, everything on the "
+                  "2 vCPUs, switch idle back-off 100 us): one memif ring per link (every other frame handed "
+                  "between the switch's lcores) vs one ring per switch lcore (`--memif-queues 2`, "
+                  "`--switch-lcores 2`: each frame on its shard's ring, docs/PROTOCOL.md §10), interleaved:", "",
+                  "| rep | rings | status | s | elem/s | switch hand-offs | mismatches |", "|---:|---:|---|---:|---:|---:|---:|"]
+            for a in e["classic_lcores2"]:
+                L.append(f"| {a['rep'] + 1} | {a.get('rings')} | {a.get('status')} | {fmt(a.get('seconds'), 3)} | "
+                         f"{fmt(a.get('elements_per_s'), 0)} | {fmt(a.get('handoff'))} | {fmt(a.get('mismatches'))} |")
         if e.get("worker_stages"):
             L += ["", "The worker's own cost per tensor element (`bench_worker_stages`, no DPDK, one core; "
                   "verify = per element of a checked chunk, divide by K for sample:K; engine = encode + "
