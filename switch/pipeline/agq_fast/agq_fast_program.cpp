@@ -4,6 +4,7 @@
 #include "pipeline/agq_fast/agq_fast_program.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <stdexcept>
 
 #include "pipeline/agq/salu.hpp"
@@ -139,13 +140,17 @@ void AgqFastProgram::process_burst(tna::BurstPacket* pkts, unsigned n) {
       if (d.kind == tna::Decision::Kind::Drop && d.drop_reason < c_.fwd_drops.size()) c_.fwd_drops[d.drop_reason] += m;
       continue;
     }
-    // Stages 2-17: the registers, packet by packet in arrival order.
-    // Only admitted frames have a meta (an ordinary frame writes none).
-    for (unsigned j = 0; j < na; ++j)
-      if (meta[admitted[j]].slot) registers(meta[admitted[j]]);
-    // agq_forward_t and the header of what leaves.
-    for (unsigned j = 0; j < na; ++j)
-      if (meta[admitted[j]].frame) forward(p[admitted[j]], meta[admitted[j]]);
+    // Stages 2-17, the registers, packet by packet in arrival order, each
+    // packet's agq_forward_t and header writes right after its own: they
+    // read only its metadata and the constant tables, and write only its
+    // frame, so running them here or after the burst's last register
+    // stage gives the same bytes. Only admitted frames have a meta (an
+    // ordinary frame writes none).
+    for (unsigned j = 0; j < na; ++j) {
+      Meta& mj = meta[admitted[j]];
+      if (mj.slot) registers(mj);
+      forward(p[admitted[j]], mj);
+    }
     // Ordinary forwarding (L2, host routes, ARP proxy) over its own
     // sub-vector: its tables are not the registers, so running it after the
     // agq packets of the burst changes no result.
@@ -179,7 +184,6 @@ inline void AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& 
   // 5 not a fragment, UDP to 50100, the whole header present.
   ++c_.agq_packets;
   m.frame = p.bytes;
-  m.job = nullptr;
   m.worker = &kWorkerMiss;
   m.slot = nullptr;
   m.verdict = Verdict::Drop;
@@ -187,26 +191,44 @@ inline void AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& 
   m.ip = p.bytes + f.l3;
   uint8_t* h = m.h = p.bytes + f.agq;
   m.flags = h[kFlags];
-  const uint8_t type = h[kVerType] & 0x0F, n_lanes = h[kNLanes];
   auto reject = [&m](AgqDrop why) {
     m.drop = why;
     m.verdict = Verdict::Drop;
   };
-  if ((h[kVerType] >> 4) != proto::kAgqVersion || (n_lanes != proto::kAgqLanes && n_lanes != proto::kAgqLanesT1) ||
-      (type != kTypeData && type != kTypePsResult))
-    return reject(AgqDrop::Malformed);
-  // job_t, through the burst's one-entry memo: the job table's two
-  // dependent loads (id -> index -> entry) once per run of one job's frames
-  // instead of once per frame. Jobs change only between bursts.
-  const uint16_t job_id = load_be16(h + kJobId);
-  if (job_id != memo.id) {
-    memo.id = job_id;
-    memo.job = job_of(job_id);
+  uint8_t type = kTypeData;
+  uint64_t head;
+  std::memcpy(&head, h, sizeof head);
+  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__);
+  if ((head & JobMemo::kDataMask) == memo.data && h[kNLanes] == memo.lanes) [[likely]] {
+    // A DATA of the memo's job, its num_workers and lane profile: the
+    // checks below up to worker_t would all pass (JobMemo).
+    m.job = memo.job;
+  } else {
+    m.job = nullptr;
+    type = h[kVerType] & 0x0F;
+    const uint8_t n_lanes = h[kNLanes];
+    if ((h[kVerType] >> 4) != proto::kAgqVersion || (n_lanes != proto::kAgqLanes && n_lanes != proto::kAgqLanesT1) ||
+        (type != kTypeData && type != kTypePsResult))
+      return reject(AgqDrop::Malformed);
+    // job_t, through the burst's one-entry memo: the job table's two
+    // dependent loads (id -> index -> entry) once per run of one job's
+    // frames instead of once per frame. Jobs change only between bursts.
+    const uint16_t job_id = load_be16(h + kJobId);
+    if (job_id != memo.id) {
+      memo.id = job_id;
+      memo.job = job_of(job_id);
+      memo.data = JobMemo::kNoData;
+      if (memo.job) {
+        memo.data = uint64_t(proto::kAgqVersion << 4 | kTypeData) | uint64_t(job_id >> 8) << 16 |
+                    uint64_t(job_id & 0xFF) << 24 | uint64_t(memo.job->job.num_workers) << 40;
+        memo.lanes = memo.job->job.lanes;
+      }
+    }
+    m.job = memo.job;
+    if (!m.job) return reject(AgqDrop::UnknownJob);
+    if (n_lanes != m.job->job.lanes) return reject(AgqDrop::Malformed);
   }
-  m.job = memo.job;
-  if (!m.job) return reject(AgqDrop::UnknownJob);
   const JobAction& job = m.job->job;
-  if (n_lanes != job.lanes) return reject(AgqDrop::Malformed);
   const uint8_t wid = h[kWorkerId];
   if (wid < kMaxWorkers) m.worker = &m.job->worker[wid];
   const uint32_t src = load_be32(m.ip + kIpSrc);

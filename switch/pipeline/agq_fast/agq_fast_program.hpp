@@ -121,10 +121,20 @@ class AgqFastProgram final : public AgqSwitchProgram {
     const uint16_t i = job_slot_[job_id];
     return i ? &jobs_[i - 1] : nullptr;
   }
-  // job_t's last lookup inside one process_burst() call (0x10000: none).
+  // job_t's last lookup inside one process_burst() call (0x10000: none),
+  // and the header bytes a DATA of that job carries whatever its worker
+  // and slot: agq header bytes 0-7 as a little-endian word under
+  // kDataMask (version/type, job_id, num_workers) must equal `data`, and
+  // n_lanes must equal `lanes`. A frame that matches passes every check
+  // of admit() up to worker_t exactly as the field-by-field path would
+  // (tests/unit/agq_fast_diff_test.cpp); kNoData never matches.
   struct JobMemo {
+    static constexpr uint64_t kDataMask = 0x0000FF00FFFF00FFull;
+    static constexpr uint64_t kNoData = 0x100;  // a bit outside kDataMask
     uint32_t id = 0x10000;
     const JobEntry* job = nullptr;
+    uint64_t data = kNoData;
+    uint8_t lanes = 0;
   };
   // The stages of one packet; inlined into process_burst()'s loops.
   [[gnu::always_inline]] void admit(tna::BurstPacket& p, const AgqFrame& f, Meta& m, JobMemo& memo);
