@@ -11,9 +11,11 @@
 //     their constant amounts;
 //   - a burst runs stage by stage (VPP-style): admission (parser, job_t,
 //     worker_t, slot_row_t) for every packet with prefetches of its slot
-//     record and row, then the register stages packet by packet in arrival
-//     order -- both passes of a first contribution back to back, as the
-//     model's process() does -- then agq_forward_t and the header writes.
+//     record and row -- a DATA of the job just seen by one masked compare
+//     of its header against the job's template (JobMemo) --, then the
+//     register stages packet by packet in arrival order -- both passes of
+//     a first contribution back to back, as the model's process() does --
+//     each packet's agq_forward_t and header writes right after its own.
 //     So every register sees the burst's packets in arrival order, and two
 //     packets of one burst on the same slot or row give the sequential
 //     result (tests/unit/agq_fast_diff_test.cpp proves equality with the
