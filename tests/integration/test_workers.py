@@ -161,3 +161,18 @@ def test_no_ps_is_a_diagnostic_not_a_hang(procs, tmp_path):
     assert rc == 3, w.output()
     assert "no reply from the switch on port 0 (net_memif0) after" in w.output(), w.output()
     assert summary(w)["status"] == "failed"
+
+
+def test_more_rings_than_the_switch_serves_is_named(procs, tmp_path):
+    """A classic worker that asks for two memif rings (--switch-lcores 2)
+    from a switch serving one (--memif-queues 1) is refused by memif the
+    way a missing switch is (the link never comes up): the diagnostic
+    names both possibilities."""
+    st = Setup(procs, tmp_path)
+    st.switch()
+    w = st.agq_worker("w0", 1, ["--ids", "0", "--switch-lcores", "2", "--connect-timeout", "2"])
+    rc = w.wait(30)
+    out = w.output()
+    assert rc == 3, out
+    assert "Is agq-switch running" in out, out
+    assert "asks for 2 memif rings per port (--switch-lcores)" in out and "--memif-queues" in out, out

@@ -4,6 +4,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include <rte_ethdev.h>
@@ -105,6 +106,12 @@ int main(int argc, char** argv) {
     }
     const unsigned extra = agq_worker ? queues * unsigned(o.ids.size()) * o.agq.slots : 0;
     if (!ports.open(o.connect_timeout_s, err, queues, extra)) {
+      // A memif server refuses a client with more rings than its queues by
+      // never bringing the link up: the same symptom as no server at all.
+      if (queues > 1)
+        err += ". This client asks for " + std::to_string(queues) + " memif rings per port (" +
+               (agq_worker ? "one per EAL lcore" : agq_ps ? "the switch's rings" : "--switch-lcores") +
+               "): a switch serving fewer (its --memif-queues) refuses it the same way";
       std::fprintf(stderr, "agq-worker: %s\n", err.c_str());
       eal_cleanup();
       return 3;
