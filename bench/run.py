@@ -426,6 +426,103 @@ class Bench:
         return {"seconds_per_run": seconds, "reps": reps, "runs": runs, "summary": summarize(runs),
                 "scaling": scaling(runs)}
 
+    # ---- instructions per packet: callgrind on the 1-lcore pcap replay -----
+    # Where each DUT's instructions go, by group of functions (first match).
+    INSTR_GROUPS = [
+        ("port I/O", r"librte_net_pcap|librte_net_null"),
+        ("TLS lookups", r"__tls_get_addr"),
+        ("replicas", r"SwitchDataplane::multicast|egress_replicas"),
+        ("program", r"::pipeline::|process_burst|process_run"),
+        ("dataplane", r"agq::dataplane::"),
+    ]
+
+    def instructions(self) -> dict:
+        """Instructions per packet, counted (callgrind), not timed: a number a
+        loaded machine does not disturb. Each DUT (this agq-switch, the
+        --baseline-build one, testpmd io) replays the same 1-lcore pcap
+        ports under callgrind twice, for a short and a long time; the
+        difference of the two runs' instructions over the difference of
+        their packets is the per-packet cost without start-up and exit.
+        Lane kernels run as AVX2 under valgrind (no AVX-512)."""
+        if not (shutil.which("valgrind") and shutil.which("callgrind_annotate")):
+            return {"skipped": "valgrind is not installed (scripts/setup.sh installs it)"}
+        pcaps = self.pcaps()
+        short, long_ = (4, 12) if self.quick else (8, 30)
+        base = self.baseline_switch()
+        rows = []
+        for traffic in self.traffics():
+            for dut in ["switch"] + (["baseline"] if base else []) + (["testpmd"] if self.testpmd else []):
+                runs = []
+                for secs in (short, long_):
+                    self.progress(f"instructions: {traffic} {dut} {secs} s under callgrind")
+                    r = self.callgrind_run(traffic, dut, secs, pcaps, base)
+                    if r:
+                        runs.append(r)
+                if len(runs) != 2 or runs[1]["packets"] <= runs[0]["packets"]:
+                    rows.append({"traffic": traffic, "dut": dut, "status": "failed"})
+                    continue
+                dp = runs[1]["packets"] - runs[0]["packets"]
+                groups = {g: (runs[1]["groups"].get(g, 0) - runs[0]["groups"].get(g, 0)) / dp
+                          for g in [n for n, _ in self.INSTR_GROUPS] + ["other"]}
+                rows.append({"traffic": traffic, "dut": dut, "status": "ok", "packets": dp,
+                             "per_packet": (runs[1]["total"] - runs[0]["total"]) / dp, "groups": groups,
+                             "top": runs[1]["top"]})
+        return {"seconds": [short, long_], "rows": rows}
+
+    def callgrind_run(self, traffic: str, dut: str, secs: float, pcaps: dict, base: Path | None) -> dict | None:
+        vdevs, nq = self.pcap_vdevs(traffic, "1", pcaps)
+        out = self.work / f"callgrind_{traffic}_{dut}_{secs}.out"
+        vg = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"]
+        sock = self.work / "ctl_cg.sock"
+        sock.unlink(missing_ok=True)
+        if dut == "testpmd":
+            p = self.procs.start(f"cg_testpmd_{traffic}", [*vg, self.testpmd, *eal(self.procs.prefix("ct"), ["--lcores", "0@0,1@0"], vdevs),
+                                                          "--", "--forward-mode=io", "--stats-period", "1",
+                                                          "--total-num-mbufs=16384", "--portlist=0,2,1,3",
+                                                          "--nb-cores=1", f"--rxq={nq}", f"--txq={nq}"])
+            if not wait_for(lambda: "Rx-pps" in output(p) or p.poll() is not None, 120, 0.2):
+                self.procs.stop(p)
+                return None
+            time.sleep(secs)
+            self.procs.stop(p, timeout=60)
+            m = re.findall(r"Accumulated forward statistics for all ports\s*\+*\s*RX-packets:\s*(\d+)", output(p))
+            packets = int(m[-1]) if m else None
+        else:
+            pipe = PIPELINES.get(traffic, PIPELINES["classic"])
+            macs = ('[[mac]]\nmac = "02:00:00:00:00:02"\nport = 2\n'
+                    '[[mac]]\nmac = "02:00:00:00:01:02"\nport = 3\n')
+            cfg = self.config(f"cg_{traffic}", pipe["pcap_section"], macs, pipe["pipeline"])
+            binary = base if dut == "baseline" else self.bin["switch"]
+            p = self.procs.start(f"cg_{dut}_{traffic}", [*vg, binary, *eal(self.procs.prefix("cs"), ["-l", "0"], vdevs), "--",
+                                                         "--config", cfg, "--ctl-socket", sock, "--idle-sleep-us", "0",
+                                                         "--stats-interval", "1", "--quiet"])
+            if not wait_for(lambda: "stats: rx" in output(p) or p.poll() is not None, 120, 0.2):
+                self.procs.stop(p)
+                return None
+            time.sleep(secs)
+            c = subprocess.run([str(self.bin["ctl"]), "--socket", str(sock), "counters"], capture_output=True,
+                               text=True, timeout=30).stdout
+            self.procs.stop(p, timeout=60)
+            packets = next((int(l.split()[1]) for l in c.splitlines() if l.split()[:1] == ["dp.rx"]), None)
+        if not packets or not out.exists():
+            return None
+        ann = subprocess.run(["callgrind_annotate", "--inclusive=no", str(out)], capture_output=True,
+                             text=True).stdout
+        total, groups, top = 0, {}, []
+        for line in ann.splitlines():
+            m = re.match(r"\s*([\d,]+) \([\s\d.]+%\)\s+(.*)$", line)
+            if not m:
+                continue
+            n, what = int(m.group(1).replace(",", "")), m.group(2)
+            if "PROGRAM TOTALS" in what:
+                total = n
+                continue
+            g = next((name for name, rx in self.INSTR_GROUPS if re.search(rx, what)), "other")
+            groups[g] = groups.get(g, 0) + n
+            if len(top) < 12:
+                top.append((n, re.sub(r"\(.*", "", what.split(":", 1)[-1])[:90]))
+        return {"packets": packets, "total": total, "groups": groups, "top": top}
+
     # ---- memif: generator process -> DUT -> generator ----------------------
     def memif_vdevs(self, role: str, n: int = 2) -> list[str]:
         return [f"net_memif{i},role={role},id=0,socket={self.work}/m{i}.sock,socket-abstract=no" for i in range(n)]
@@ -1087,6 +1184,27 @@ def markdown(res: dict) -> str:
                                                                 f"{s['mbytes']} MB (~{s['predicted_s']:.0f} s)"
                                                                 for s in e["skipped"])]
         L.append("")
+    if "instr" in res:
+        ins = res["instr"]
+        L += ["## Instructions per packet: callgrind, 1-lcore pcap replay", ""]
+        if ins.get("skipped"):
+            L += [ins["skipped"], ""]
+        else:
+            names = [n for n, _ in Bench.INSTR_GROUPS] + ["other"]
+            L += [f"Counted, not timed: each DUT replayed the 1-lcore pcap ports under callgrind for "
+                  f"{ins['seconds'][0]} s and {ins['seconds'][1]} s; per packet = the difference of the two "
+                  "runs' instructions over the difference of their packets (received), so start-up and exit "
+                  "cancel. Lane kernels are AVX2 under valgrind. Groups by function: " +
+                  "; ".join(f"{n} = `{rx}`" for n, rx in Bench.INSTR_GROUPS) + ".", "",
+                  "| traffic | DUT | packets | instructions / packet | " + " | ".join(names) + " |",
+                  "|---|---|---:|---:|" + "---:|" * len(names)]
+            for r in ins["rows"]:
+                if r["status"] != "ok":
+                    L.append(f"| {r['traffic']} | {r['dut']} | failed | | " + " | " * len(names))
+                    continue
+                L.append(f"| {r['traffic']} | {r['dut']} | {r['packets']} | {r['per_packet']:.0f} | " +
+                         " | ".join(f"{r['groups'].get(n, 0):.0f}" for n in names) + " |")
+        L.append("")
     if "loss_pairs" in res:
         lp = res["loss_pairs"]
         L += ["## agq loss cost: time at 1% loss / loss-free time, pairs interleaved per build", "",
@@ -1247,7 +1365,8 @@ def main() -> int:
     ap.add_argument("--build-dir", type=Path, default=SRC / "build-bench")
     ap.add_argument("--out", type=Path, default=None, help="results folder (default results/<date>)")
     ap.add_argument("--only", default="pipeline,pcap,memif,e2e",
-                    help="comma list of parts: pipeline,pcap,memif,e2e")
+                    help="comma list of parts: pipeline,pcap,memif,e2e,instr (instr: instructions per "
+                         "packet under callgrind, not in the default set)")
     ap.add_argument("--traffic", default="",
                     help="comma list of traffics for the pcap/memif parts (default all: " + ",".join(TRAFFICS) + ")")
     ap.add_argument("--pcap-modes", default="",
@@ -1351,6 +1470,8 @@ def main() -> int:
             res["memif"] = bench.memif()
         if "e2e" in parts:
             res["e2e"] = bench.e2e()
+        if "instr" in parts:
+            res["instr"] = bench.instructions()
         if "loss_pairs" in parts:
             res["loss_pairs"] = bench.loss_pairs(loss_points, [("this", build, [])] + compare, a.reps or 3)
         if "loss_pairs" not in parts:

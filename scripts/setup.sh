@@ -9,6 +9,7 @@ PKGS=(
   nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-scapy python3-pytest python3-numpy python3-matplotlib openmpi-bin libopenmpi-dev
+  valgrind                     # bench/run.py --only instr: instructions per packet (callgrind)
   tcpdump tshark tmux iproute2 procps iputils-ping arping
   pybind11-dev python3-torch   # libagq's Python module and the DDP hook (workers/python, tests/torch)
   clang libclang-rt-14-dev     # libFuzzer target (scripts/fuzz.sh)
