@@ -74,7 +74,7 @@ class Ports final : public TxSink {
     uint16_t id;
     uint16_t rx_queues = 1;
     bool started = true;  // changed only by reconnect(), with the port's other users kept off it
-    std::vector<TxQueue> txq;  // one per queue pair
+    std::vector<TxQueue> txq;  // one per tx queue the port has
   };
   static unsigned queue_of(std::span<const uint8_t> frame, unsigned queues);
   static void drop_pending(Port& p);
