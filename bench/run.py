@@ -82,6 +82,17 @@ PIPELINES = {
 # Traffic kinds of the throughput/latency parts: plain L2 forwarding through
 # the classic program's Forwarding control, then one per pipeline.
 TRAFFICS = ["l2"] + list(PIPELINES)
+# testpmd io twice: with its default mbuf pool and with the pool geometry
+# agq-switch uses (dataplane/ports.cpp mbuf_data_room()). Without hugepages
+# (every run here is --no-huge) DPDK keeps each pool object inside one 4 KiB
+# page, so a default 2176-byte-room mbuf gets a page of its own and every
+# mbuf header lands in the same L1 set; agq-switch raises the room until an
+# object is just over a page (page - sizeof(rte_mbuf) = 3968 bytes here), so
+# objects are laid back to back, 65 cache lines apart. `--mbuf-size` gives
+# testpmd the same pool: the like-for-like I/O limit ("testpmd packed").
+PAGE = os.sysconf("SC_PAGE_SIZE")
+PACKED_MBUF_ROOM = max(2176, PAGE - 128)
+TESTPMD_DUTS = {"testpmd": [], "testpmd_packed": [f"--mbuf-size={PACKED_MBUF_ROOM}"]}
 # pcap replay modes -> dataplane lcores (see Bench.pcap_vdevs).
 PCAP_MODES = {"1": 1, "2 steered": 2, "2 hand-off": 2}
 
@@ -384,16 +395,18 @@ class Bench:
         self.procs.stop(p)
         return reports()[1:]
 
-    def run_pcap_testpmd(self, traffic: str, mode: str, pcaps: dict, seconds: float) -> float | None:
+    def run_pcap_testpmd(self, traffic: str, mode: str, pcaps: dict, seconds: float,
+                         dut: str = "testpmd") -> float | None:
         vdevs, nq = self.pcap_vdevs(traffic, mode, pcaps)
         lcores = PCAP_MODES[mode]
         # Forwarding lcores on the switch's CPUs; testpmd's main lcore (which
         # only prints statistics and sleeps) on the other CPU or beside it.
         cores = ["--lcores", "0@1,1@0"] if lcores == 1 else ["--lcores", "0@0,1@0,2@1"]
-        p = self.procs.start(f"testpmd_pcap_{traffic}_{mode.replace(' ', '_')}",
+        p = self.procs.start(f"{dut}_pcap_{traffic}_{mode.replace(' ', '_')}",
                              ["stdbuf", "-oL", self.testpmd, *eal(self.procs.prefix("tp"), cores, vdevs), "--",
                               "--forward-mode=io", "--stats-period", "1", "--total-num-mbufs=16384",
-                              "--portlist=0,2,1,3", f"--nb-cores={lcores}", f"--rxq={nq}", f"--txq={nq}"])
+                              "--portlist=0,2,1,3", f"--nb-cores={lcores}", f"--rxq={nq}", f"--txq={nq}",
+                              *TESTPMD_DUTS[dut]])
         # A stats block is the sum of Rx-pps over the ports.
         rates = self.sample(p, r"Rx-pps:\s+(\d+)", seconds, split="Port statistics", lcore_threads=testpmd_lcore)
         return median(rates) if rates else None
@@ -409,15 +422,15 @@ class Bench:
             for traffic in self.traffics():
                 for mode in modes:
                     # interleaved, alternating order: every DUT sees the same machine state
-                    order = ["switch", "testpmd"] + (["baseline"] if base else [])
+                    order = ["switch", "testpmd", "testpmd_packed"] + (["baseline"] if base else [])
                     if r % 2:
                         order.reverse()
                     res = {}
                     for dut in order:
                         self.progress(f"throughput pcap: rep {r + 1}/{reps} {traffic} lcores={mode} {dut}")
                         self.last_cpu = None
-                        if dut == "testpmd":
-                            res[dut] = self.run_pcap_testpmd(traffic, mode, pcaps, seconds)
+                        if dut in TESTPMD_DUTS:
+                            res[dut] = self.run_pcap_testpmd(traffic, mode, pcaps, seconds, dut)
                         else:
                             res[dut] = self.run_pcap_switch(traffic, mode, pcaps, seconds,
                                                             base if dut == "baseline" else None)
@@ -541,7 +554,7 @@ class Bench:
         else:
             p = self.procs.start(name, ["stdbuf", "-oL", self.testpmd, *eal(self.procs.prefix("tm"), ["--lcores", "0@0,1@0"], vdevs),
                                         "--", "--forward-mode=io", "--stats-period", "1",
-                                        "--total-num-mbufs=16384", "--nb-cores=1"])
+                                        "--total-num-mbufs=16384", "--nb-cores=1", *TESTPMD_DUTS[dut]])
         wait_for(lambda: all((self.work / f"m{i}.sock").exists() for i in range(2)), 15)
         return p
 
@@ -573,7 +586,9 @@ class Bench:
         for r in range(reps):
             # Interleaved, alternating order; a testpmd-first rep uses the
             # previous rep's switch capacity for its 80% load.
-            order = ["switch", "testpmd"] if r % 2 == 0 else ["testpmd", "switch"]
+            order = ["switch", "testpmd", "testpmd_packed"]
+            if r % 2:
+                order.reverse()
             res = {t: {} for t in self.traffics()}
             for dut in order:
                 # testpmd forwards every traffic as it is: one instance; the
@@ -608,7 +623,7 @@ class Bench:
                                                     if g and g["tx_refused"] + g["tx_pkts"] else None)
                         if dut == "switch" and g:
                             switch_cap[t] = g["tx_mpps"]
-                    for t in ts:
+                    for t in ts if dut != "testpmd_packed" else []:  # latency: the switch and testpmd io
                         for load, rate in (("low", low), ("80%", 0.8 * (switch_cap.get(t) or 0))):
                             if rate <= 0:
                                 continue
@@ -957,6 +972,9 @@ def summarize(runs: list[dict]) -> list[dict]:
         sw = median([r.get("switch") for r in rs])
         tp = median([r.get("testpmd") for r in rs])
         ratios = [r["switch"] / r["testpmd"] for r in rs if r.get("switch") and r.get("testpmd")]
+        packed = [r["switch"] / r["testpmd_packed"] for r in rs if r.get("switch") and r.get("testpmd_packed")]
+        packed_cpu = [per_cpu(r, "switch") / per_cpu(r, "testpmd_packed") for r in rs
+                      if per_cpu(r, "switch") and per_cpu(r, "testpmd_packed")]
         cpu_ratios = [per_cpu(r, "switch") / per_cpu(r, "testpmd") for r in rs
                       if per_cpu(r, "switch") and per_cpu(r, "testpmd")]
         out.append({"traffic": t, "lcores": lc, "switch_mpps": sw, "testpmd_mpps": tp,
@@ -967,7 +985,13 @@ def summarize(runs: list[dict]) -> list[dict]:
                     "cpu_ratio_median": median(cpu_ratios),
                     "cpu_ratio_min": min(cpu_ratios) if cpu_ratios else None,
                     "cpu_ratio_max": max(cpu_ratios) if cpu_ratios else None,
+                    "packed_mpps": median([r.get("testpmd_packed") for r in rs]),
+                    "packed_ratio_median": median(packed), "packed_ratio_min": min(packed) if packed else None,
+                    "packed_ratio_max": max(packed) if packed else None,
+                    "packed_cpu_ratio_median": median(packed_cpu),
                     "baseline_mpps": median([r.get("baseline") for r in rs]),
+                    "baseline_packed_ratio_median": median([r["baseline"] / r["testpmd_packed"] for r in rs
+                                                            if r.get("baseline") and r.get("testpmd_packed")]),
                     "baseline_ratio_median": median([r["baseline"] / r["testpmd"] for r in rs
                                                      if r.get("baseline") and r.get("testpmd")]),
                     "baseline_cpu_ratio_median": median([per_cpu(r, "baseline") / per_cpu(r, "testpmd") for r in rs
@@ -1058,29 +1082,36 @@ def markdown(res: dict) -> str:
         L += [f"## {title}", "",
               f"Median of {r['reps']} interleaved runs of {r['seconds_per_run']} s each. Mpps = packets the "
               "device under test received per second (input side). Ratio = agq-switch / dpdk-testpmd io on "
-              "the same ports, per run, then the median (min–max).", "",
+              "the same ports, per run, then the median (min–max). testpmd packed = testpmd io with "
+              f"`--mbuf-size={PACKED_MBUF_ROOM}`, the mbuf pool geometry agq-switch uses without hugepages "
+              "(objects back to back instead of one per 4 KiB page): the like-for-like I/O limit.", "",
               "vCPU = CPU time the forwarding lcores got per second of the run (busy-polling lcores get "
               "less than their share on a loaded machine); per-vCPU ratio = (Mpps / vCPU) of the switch "
               "over that of testpmd, per run, then the median (min–max): what each does per second of CPU "
               "it actually had.", "",
               "| traffic | dataplane lcores | agq-switch Mpps | per lcore | Gbit/s | frame B | "
-              "testpmd io Mpps | ratio | ratio range | vCPU switch / testpmd | per-vCPU ratio | range |",
-              "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---|"]
+              "testpmd io Mpps | ratio | ratio range | vCPU switch / testpmd | per-vCPU ratio | range | "
+              "testpmd packed Mpps | ratio to packed | range | per-vCPU |",
+              "|---|---:|---:|---:|---:|---:|---:|---:|---|---|---:|---|---:|---:|---|---:|"]
         for s in r["summary"]:
             L.append(f"| {s['traffic']} | {s['lcores']} | {fmt(s['switch_mpps'])} | {fmt(s['switch_mpps_per_lcore'])} "
                      f"| {fmt(s['switch_gbps'])} | {s.get('frame_bytes', '–')} | {fmt(s['testpmd_mpps'])} | "
                      f"{fmt(s['ratio_median'], 3)} | {fmt(s['ratio_min'], 3)}–{fmt(s['ratio_max'], 3)} | "
                      f"{fmt(s.get('switch_cpu'))} / {fmt(s.get('testpmd_cpu'))} | {fmt(s.get('cpu_ratio_median'), 3)} | "
-                     f"{fmt(s.get('cpu_ratio_min'), 3)}–{fmt(s.get('cpu_ratio_max'), 3)} |")
+                     f"{fmt(s.get('cpu_ratio_min'), 3)}–{fmt(s.get('cpu_ratio_max'), 3)} | "
+                     f"{fmt(s.get('packed_mpps'))} | {fmt(s.get('packed_ratio_median'), 3)} | "
+                     f"{fmt(s.get('packed_ratio_min'), 3)}–{fmt(s.get('packed_ratio_max'), 3)} | "
+                     f"{fmt(s.get('packed_cpu_ratio_median'), 3)} |")
         L.append("")
         if any(s.get("baseline_mpps") for s in r["summary"]):
             L += ["Baseline (`--baseline-build`): a second agq-switch binary in the same reps, same ports; "
                   "ratios are medians over reps.", "",
                   "| traffic | dataplane lcores | baseline Mpps | baseline / testpmd | per vCPU | "
-                  "this build / baseline |", "|---|---:|---:|---:|---:|---:|"]
+                  "baseline / testpmd packed | this build / baseline |", "|---|---:|---:|---:|---:|---:|---:|"]
             for s in r["summary"]:
                 L.append(f"| {s['traffic']} | {s['lcores']} | {fmt(s.get('baseline_mpps'))} | "
                          f"{fmt(s.get('baseline_ratio_median'), 3)} | {fmt(s.get('baseline_cpu_ratio_median'), 3)} | "
+                         f"{fmt(s.get('baseline_packed_ratio_median'), 3)} | "
                          f"{fmt(s.get('switch_over_baseline'), 3)} |")
             L.append("")
         if key == "memif":
