@@ -1,0 +1,67 @@
+// The switch's mbuf pool without hugepages (dataplane/ports.cpp,
+// mbuf_data_room()): DPDK keeps every object of a pool inside one 4 KiB
+// page unless the object is larger than a page, so a default-room mbuf
+// (2368-byte object) gets a page to itself and the headers of all mbufs
+// share one L1 set. Ports' pool must lay its mbufs back to back instead.
+// Runs the EAL in the test process (--no-huge, one net_null port); each
+// test is its own process under ctest (gtest_discover_tests).
+#include <gtest/gtest.h>
+#include <rte_eal.h>
+#include <rte_mbuf.h>
+#include <rte_mempool.h>
+#include <unistd.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "dataplane/ports.hpp"
+
+namespace {
+
+void start_eal() {
+  static bool started = false;
+  if (started) return;
+  const std::string prefix = "--file-prefix=mbufpool" + std::to_string(getpid());
+  std::vector<std::string> args = {"mbuf_pool_test", "--no-huge", "-m", "256", "--no-pci", prefix,
+                                   "--log-level=warning", "--no-telemetry", "--vdev=net_null0", "-l", "0"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  ASSERT_GE(rte_eal_init(int(argv.size()), argv.data()), 0) << "rte_eal_init";
+  started = true;
+}
+
+// L1 sets (64-byte lines, 64 sets: a 4 KiB way) the first header line of
+// `n` mbufs taken from `pool` map to.
+std::set<unsigned> header_sets(rte_mempool* pool, unsigned n) {
+  std::vector<rte_mbuf*> m(n);
+  EXPECT_EQ(rte_pktmbuf_alloc_bulk(pool, m.data(), n), 0);
+  std::set<unsigned> sets;
+  for (rte_mbuf* x : m) sets.insert(unsigned(reinterpret_cast<uintptr_t>(x) >> 6) & 63u);
+  rte_pktmbuf_free_bulk(m.data(), n);
+  return sets;
+}
+
+TEST(MbufPool, WithoutHugepagesPortsPoolSpreadsMbufsOverL1Sets) {
+  start_eal();
+  ASSERT_FALSE(rte_eal_has_hugepages());
+  agq::dataplane::PortOptions opt;
+  opt.with_clone_pool = false;
+  agq::dataplane::Ports ports(opt);
+  ASSERT_NE(ports.pool(), nullptr);
+  // A Ports pool object is larger than a page, so DPDK packs them: 64
+  // mbufs of a fresh pool fall in most of the 64 sets.
+  const rte_mempool* mp = ports.pool();
+  EXPECT_GT(mp->header_size + mp->elt_size + mp->trailer_size, uint32_t(sysconf(_SC_PAGESIZE)));
+  EXPECT_GE(rte_pktmbuf_data_room_size(ports.pool()), RTE_MBUF_DEFAULT_BUF_SIZE);
+  EXPECT_GE(header_sets(ports.pool(), 64).size(), 32u);
+
+  // The control: DPDK's default room, same pool size, no cache. Its objects
+  // are one per page, so their headers all map to one set.
+  rte_mempool* def = rte_pktmbuf_pool_create("mbufpool_default", 1023, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
+  ASSERT_NE(def, nullptr);
+  EXPECT_EQ(header_sets(def, 64).size(), 1u);
+  rte_mempool_free(def);
+}
+
+}  // namespace
