@@ -108,6 +108,10 @@ void SwitchDataplane::setup(control::Pipes& pipes) {
   // that is really gone), and agqctl waits longer still (ctl_protocol.hpp).
   const auto timeout = std::chrono::milliseconds(kCommandTimeoutMs + 4 * opt_.idle_sleep_us / 1000);
   commands_ = std::make_unique<CommandRings>(L, timeout);
+  // init_replica() computes a replica's data pointer instead of reading it.
+  if (egress_ && (rte_pktmbuf_priv_size(ports_.pool()) != 0 ||
+                  rte_pktmbuf_data_room_size(ports_.pool()) <= RTE_PKTMBUF_HEADROOM))
+    throw std::logic_error("replica buffers need a pool without private area and with a data room");
 
   unsigned lcore_id;
   RTE_LCORE_FOREACH(lcore_id) {
@@ -227,17 +231,27 @@ uint64_t steady_ns() {
                                    .count());
 }
 
-// rte_pktmbuf_reset() of a spare (run_program's conditions: direct, one
-// segment, refcount 1, our pool), in the mbuf's first cache line only: its
-// `next` is already null (one segment) and its `tx_offload` means nothing
-// without the TX flags cleared here, so the second line -- reset writes
-// both -- is left alone. The lengths and port are set by the caller.
-inline void reset_spare(rte_mbuf* m) {
-  m->ol_flags = 0;
-  m->packet_type = 0;
-  m->vlan_tci = 0;
-  m->vlan_tci_outer = 0;
-  rte_pktmbuf_reset_headroom(m);
+// A replica buffer made a fresh one-segment mbuf of `len` bytes: what
+// rte_pktmbuf_reset() and the lengths would write, by stores only, and the
+// data pointer it would then give. For mbufs of the switch's pool (no
+// private area, a data room larger than the headroom: checked in setup())
+// that are either spares (run_program's conditions: direct, one segment,
+// refcount 1) or fresh from the pool (rte_mempool_get_bulk: the pool keeps
+// its free mbufs so). perf: rte_pktmbuf_alloc_bulk's reset and
+// rte_pktmbuf_mtod read buf_len and buf_addr of a line not yet in cache,
+// the multicast's hottest loads; stores wait for no line. The second cache
+// line is left alone: `next` is already null, `tx_offload` means nothing
+// without the TX flags cleared here.
+inline uint8_t* init_replica(rte_mbuf* r, uint16_t len, uint16_t port) {
+  r->data_off = RTE_PKTMBUF_HEADROOM;
+  r->port = port;
+  r->ol_flags = 0;
+  r->packet_type = 0;
+  r->pkt_len = len;
+  r->data_len = len;
+  r->vlan_tci = 0;
+  r->vlan_tci_outer = 0;
+  return reinterpret_cast<uint8_t*>(r) + sizeof(rte_mbuf) + RTE_PKTMBUF_HEADROOM;  // buf_addr + data_off
 }
 
 // rte_pktmbuf_free_bulk's work, inline. Debian's DPDK is shared libraries,
@@ -625,8 +639,8 @@ void SwitchDataplane::multicast(Lcore& c, rte_mbuf* m, const tna::Decision& d, b
   const unsigned from_spare = std::min<unsigned>(k, c.nspare);
   c.nspare = uint16_t(c.nspare - from_spare);
   rte_memcpy(bufs.data(), c.spare.data() + c.nspare, from_spare * sizeof(rte_mbuf*));
-  for (unsigned i = 0; i < from_spare; ++i) reset_spare(bufs[i]);
-  if (k > from_spare && rte_pktmbuf_alloc_bulk(ports_.pool(), bufs.data() + from_spare, k - from_spare) != 0) {
+  if (k > from_spare &&
+      rte_mempool_get_bulk(ports_.pool(), reinterpret_cast<void**>(bufs.data() + from_spare), k - from_spare) != 0) {
     c.counters.clone_failures.add(k - from_spare);
     rte_pktmbuf_free_bulk(bufs.data(), from_spare);
     reps[0] = reps[n - 1];
@@ -635,13 +649,8 @@ void SwitchDataplane::multicast(Lcore& c, rte_mbuf* m, const tna::Decision& d, b
   const uint16_t len = m->data_len;
   const uint8_t* src = rte_pktmbuf_mtod(m, const uint8_t*);
   auto& out = c.replica_bytes;
-  for (unsigned i = 0; i < k; ++i) {
-    rte_mbuf* r = bufs[i];
-    r->data_len = len;
-    r->pkt_len = len;
-    r->port = m->port;
-    out[i] = rte_pktmbuf_mtod(r, uint8_t*);
-  }
+  const uint16_t in_port = m->port;
+  for (unsigned i = 0; i < k; ++i) out[i] = init_replica(bufs[i], len, in_port);
   if (k) c.counters.copies.add(k);
   reps[k] = reps[n - 1];
   bufs[k] = m;
