@@ -47,11 +47,16 @@ std::string port_label(const PortInfo& p) {
 // object is just over a page: the memory of one page per mbuf, as before,
 // 65 cache lines apart, so consecutive mbufs use every L1 set. 1-lcore
 // pcap replay: classic 38.9 -> 52.7 Mpps, agq 20.7 -> 23.8 (bench/README.md).
+// Only where a page holds a single default object: with 16 or 64 KiB
+// pages (some arm64 kernels) objects already share pages, back to back,
+// and a page-sized room would multiply the pool's memory instead.
 uint16_t mbuf_data_room() {
   const long page = sysconf(_SC_PAGESIZE);
   if (rte_eal_has_hugepages() || page <= 0) return RTE_MBUF_DEFAULT_BUF_SIZE;
-  uint32_t room = std::max<uint32_t>(RTE_MBUF_DEFAULT_BUF_SIZE, uint32_t(page) - uint32_t(sizeof(rte_mbuf)));
   rte_mempool_objsz sz{};
+  const uint32_t def = rte_mempool_calc_obj_size(uint32_t(sizeof(rte_mbuf)) + RTE_MBUF_DEFAULT_BUF_SIZE, 0, &sz);
+  if (def == 0 || uint32_t(page) / def >= 2) return RTE_MBUF_DEFAULT_BUF_SIZE;
+  uint32_t room = std::max<uint32_t>(RTE_MBUF_DEFAULT_BUF_SIZE, uint32_t(page) - uint32_t(sizeof(rte_mbuf)));
   while (room < 65535 - RTE_CACHE_LINE_SIZE &&
          rte_mempool_calc_obj_size(uint32_t(sizeof(rte_mbuf)) + room, 0, &sz) <= uint32_t(page))
     room += RTE_CACHE_LINE_SIZE;
