@@ -82,14 +82,16 @@ PIPELINES = {
 # Traffic kinds of the throughput/latency parts: plain L2 forwarding through
 # the classic program's Forwarding control, then one per pipeline.
 TRAFFICS = ["l2"] + list(PIPELINES)
-# testpmd io twice: with its default mbuf pool and with the pool geometry
-# agq-switch uses (dataplane/ports.cpp mbuf_data_room()). Without hugepages
-# (every run here is --no-huge) DPDK keeps each pool object inside one 4 KiB
-# page, so a default 2176-byte-room mbuf gets a page of its own and every
-# mbuf header lands in the same L1 set; agq-switch raises the room until an
-# object is just over a page (page - sizeof(rte_mbuf) = 3968 bytes here), so
-# objects are laid back to back, 65 cache lines apart. `--mbuf-size` gives
-# testpmd the same pool: the like-for-like I/O limit ("testpmd packed").
+# testpmd io twice: with its default mbuf pool and with packed mbufs.
+# Without hugepages (every run here is --no-huge) DPDK keeps each pool object
+# inside one 4 KiB page, so a default 2176-byte-room mbuf gets a page of its
+# own and every mbuf header lands in the same L1 set. agq-switch builds its
+# pool on memory of its own (dataplane/mbuf_pool.cpp: packed at the default
+# room, transparent huge pages where the kernel gives them); testpmd's
+# nearest equivalent is a room raised until an object is just over a page
+# (page - sizeof(rte_mbuf) = 3968 bytes here), so objects are laid back to
+# back, 65 cache lines apart: `--mbuf-size`, the like-for-like geometry
+# ("testpmd packed"; it still has 4 KiB pages).
 PAGE = os.sysconf("SC_PAGE_SIZE")
 PACKED_MBUF_ROOM = max(2176, PAGE - 128)
 TESTPMD_DUTS = {"testpmd": [], "testpmd_packed": [f"--mbuf-size={PACKED_MBUF_ROOM}"]}
@@ -438,6 +440,21 @@ class Bench:
                     runs.append({"rep": r, "traffic": traffic, "lcores": mode, **res})
         return {"seconds_per_run": seconds, "reps": reps, "runs": runs, "summary": summarize(runs),
                 "scaling": scaling(runs)}
+
+    # ---- profile-guided build: the training run --------------------------
+    def pgo_train(self) -> dict:
+        """--only pgo_train (scripts/build-pgo.sh): the pcap replays of every
+        traffic and mode, a few seconds each, with the --build-dir switch --
+        an AGQ_PGO=generate build, whose profiles are written as each switch
+        exits. Returns the (instrumented, so slow) rates, for the log only."""
+        pcaps = self.pcaps()
+        secs = 2.0 if self.a.quick else 4.0
+        rates = {}
+        for traffic in self.traffics():
+            for mode in self.pcap_modes():
+                self.progress(f"pgo training: {traffic}, {mode} lcore(s)")
+                rates[f"{traffic} {mode}"] = self.run_pcap_switch(traffic, mode, pcaps, secs)
+        return rates
 
     # ---- instructions per packet: callgrind on the 1-lcore pcap replay -----
     # Where each DUT's instructions go, by group of functions (first match).
@@ -1397,7 +1414,8 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=None, help="results folder (default results/<date>)")
     ap.add_argument("--only", default="pipeline,pcap,memif,e2e",
                     help="comma list of parts: pipeline,pcap,memif,e2e,instr (instr: instructions per "
-                         "packet under callgrind, not in the default set)")
+                         "packet under callgrind, not in the default set); pgo_train alone: the training "
+                         "replay of scripts/build-pgo.sh, nothing measured")
     ap.add_argument("--traffic", default="",
                     help="comma list of traffics for the pcap/memif parts (default all: " + ",".join(TRAFFICS) + ")")
     ap.add_argument("--pcap-modes", default="",
@@ -1488,6 +1506,12 @@ def main() -> int:
     atexit.register(cleanup)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
+    if "pgo_train" in parts:  # a build step, not a measurement: nothing is written
+        for what, mpps in bench.pgo_train().items():
+            print(f"pgo training: {what}: {mpps if mpps is None else round(mpps, 2)} Mpps (instrumented)")
+        progress.done()
+        return 0
+
     t0 = time.monotonic()
     res = {"date": dt.datetime.now().isoformat(timespec="seconds"), "quick": a.quick,
            "command": "bench/run.py " + " ".join(sys.argv[1:]), "machine": machine(),
@@ -1503,6 +1527,7 @@ def main() -> int:
             res["e2e"] = bench.e2e()
         if "instr" in parts:
             res["instr"] = bench.instructions()
+
         if "loss_pairs" in parts:
             res["loss_pairs"] = bench.loss_pairs(loss_points, [("this", build, [])] + compare, a.reps or 3)
         if "loss_pairs" not in parts:

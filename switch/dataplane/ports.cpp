@@ -1,5 +1,7 @@
 #include "dataplane/ports.hpp"
 
+#include "dataplane/mbuf_pool.hpp"
+
 #include <rte_dev.h>
 #include <rte_devargs.h>
 #include <rte_eal.h>
@@ -31,36 +33,6 @@ std::string port_label(const PortInfo& p) {
   const int err = ret < 0 ? -ret : ret;
   throw PortError(port_label(p) + ": " + what + " failed: " + rte_strerror(err) + " (" +
                   std::to_string(ret) + ")");
-}
-
-// The data room of the pool's mbufs. With hugepages DPDK lays a pool's
-// objects back to back (37 cache lines apart with the default 2176-byte
-// room). Without them (--no-huge: CI, containers, laptops) DPDK keeps every
-// object inside one 4 KiB page, so that the object is IOVA-contiguous, and
-// a 2368-byte object gets a page to itself: every mbuf header, and every
-// frame's first bytes, then sit at the same offset of their page, so in the
-// same L1 set, and a burst of packets evicts its own lines (perf: the
-// hottest loads of the decision loop, replica allocation and the parser
-// were first touches of an mbuf). An object larger than a page may cross
-// pages (DPDK then populates it only from IOVA-contiguous memory, which
-// IOVA-as-VA memory is), so without hugepages the room is raised until the
-// object is just over a page: the memory of one page per mbuf, as before,
-// 65 cache lines apart, so consecutive mbufs use every L1 set. 1-lcore
-// pcap replay: classic 38.9 -> 52.7 Mpps, agq 20.7 -> 23.8 (bench/README.md).
-// Only where a page holds a single default object: with 16 or 64 KiB
-// pages (some arm64 kernels) objects already share pages, back to back,
-// and a page-sized room would multiply the pool's memory instead.
-uint16_t mbuf_data_room() {
-  const long page = sysconf(_SC_PAGESIZE);
-  if (rte_eal_has_hugepages() || page <= 0) return RTE_MBUF_DEFAULT_BUF_SIZE;
-  rte_mempool_objsz sz{};
-  const uint32_t def = rte_mempool_calc_obj_size(uint32_t(sizeof(rte_mbuf)) + RTE_MBUF_DEFAULT_BUF_SIZE, 0, &sz);
-  if (def == 0 || uint32_t(page) / def >= 2) return RTE_MBUF_DEFAULT_BUF_SIZE;
-  uint32_t room = std::max<uint32_t>(RTE_MBUF_DEFAULT_BUF_SIZE, uint32_t(page) - uint32_t(sizeof(rte_mbuf)));
-  while (room < 65535 - RTE_CACHE_LINE_SIZE &&
-         rte_mempool_calc_obj_size(uint32_t(sizeof(rte_mbuf)) + room, 0, &sz) <= uint32_t(page))
-    room += RTE_CACHE_LINE_SIZE;
-  return uint16_t(room);
 }
 
 // Pools of 2^k - 1 elements use their ring without waste.
@@ -143,7 +115,7 @@ void Ports::create_pools() {
   // shared queue's owner): SwitchDataplane::kHandoffRing each at most.
   const uint64_t handoff = lcores > 1 ? lcores * (1 + nports) * 1024 : 0;
   const unsigned n = pool_size(rx_ring + tx_ring + lcores * per_lcore + handoff + kPoolSlack + opt_.extra_mbufs);
-  pool_ = rte_pktmbuf_pool_create("agq_mbuf", n, kPoolCache, 0, mbuf_data_room(), socket);
+  pool_ = create_mbuf_pool("agq_mbuf", n, kPoolCache, socket, &pool_mem_);
   if (!pool_)
     throw PortError("mbuf pool of " + std::to_string(n) + " mbufs: " + rte_strerror(rte_errno) +
                     " (raise EAL -m)");

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "dataplane/mbuf_pool.hpp"
 
 struct rte_mempool;
 
@@ -83,6 +84,8 @@ class Ports {
   const PortInfo& info(uint16_t port) const { return info_.at(port); }
   rte_mempool* pool() const { return pool_; }
   rte_mempool* clone_pool() const { return clone_pool_; }
+  // How pool() was laid out (dataplane/mbuf_pool.hpp).
+  const PoolMemory& pool_memory() const { return pool_mem_; }
   // The tx queue lcore `lcore_index` uses on `port` (shared ports: queue 0,
   // which only tx_owner() may call tx_burst on).
   uint16_t tx_queue(uint16_t port, unsigned lcore_index) const {
@@ -112,6 +115,7 @@ class Ports {
   std::vector<uint16_t> configured_, started_;
   rte_mempool* pool_ = nullptr;
   rte_mempool* clone_pool_ = nullptr;
+  PoolMemory pool_mem_;
 };
 
 }  // namespace agq::dataplane
