@@ -67,14 +67,6 @@ constexpr double kAgqSlotCtlBytes = 2 * 4 + 2 * 1 + 2 * 2;  // slot_bitmap, slot
 constexpr double kAgqRowCtlBytes = 2;                        // row_occupancy pair
 constexpr double kPlainSlotCtlBytes = 2 * 4 + 2 * 1;         // bitmap and count pairs
 
-uint64_t counter(const agq::tna::Program& p, std::string_view name) {
-  uint64_t v = 0;
-  p.visit_counters([&](std::string_view n, uint64_t x) {
-    if (n == name) v = x;
-  });
-  return v;
-}
-
 // Sequences that kRows rows hold at once at the full width w, and how many
 // more got a narrower grant, measured on AgqProgram.
 struct Capacity {

@@ -1100,8 +1100,9 @@ def markdown(res: dict) -> str:
               f"Median of {r['reps']} interleaved runs of {r['seconds_per_run']} s each. Mpps = packets the "
               "device under test received per second (input side). Ratio = agq-switch / dpdk-testpmd io on "
               "the same ports, per run, then the median (min–max). testpmd packed = testpmd io with "
-              f"`--mbuf-size={PACKED_MBUF_ROOM}`, the mbuf pool geometry agq-switch uses without hugepages "
-              "(objects back to back instead of one per 4 KiB page): the like-for-like I/O limit.", "",
+              f"`--mbuf-size={PACKED_MBUF_ROOM}`: its mbuf objects back to back instead of one per 4 KiB "
+              "page, as agq-switch lays its pool without hugepages (agq-switch's pool also gets transparent "
+              "huge pages, which testpmd's cannot): the nearest like-for-like I/O limit.", "",
               "vCPU = CPU time the forwarding lcores got per second of the run (busy-polling lcores get "
               "less than their share on a loaded machine); per-vCPU ratio = (Mpps / vCPU) of the switch "
               "over that of testpmd, per run, then the median (min–max): what each does per second of CPU "

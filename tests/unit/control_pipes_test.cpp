@@ -101,7 +101,9 @@ TEST(Pipes, ExecutorRunsEachInstanceOnItsThreadAndCountersAreSummed) {
   EXPECT_EQ(ex.ran.size(), 2u);
   p.all([](pipeline::SwitchProgram& s) { s.clear_counters(); });
   p.visit_counters([&](std::string_view name, uint64_t v) {
-    if (name == "fwd_flooded") EXPECT_EQ(v, 0u);
+    if (name == "fwd_flooded") {
+      EXPECT_EQ(v, 0u);
+    }
   });
   EXPECT_EQ(ex.calls, 3);
 }

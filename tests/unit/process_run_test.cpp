@@ -255,7 +255,9 @@ TEST_P(ProcessRun, MacMoveMidBurstThenDestinationBehindTheIngressPort) {
   EXPECT_EQ(decision_str(p.decisions.back().decision),
             decision_str(tna::Decision::drop(uint16_t(pipeline::DropReason::L2SamePort))));
   const std::string drops = std::string(GetParam()) == "classic" ? "drops_l2_same_port" : "";
-  if (!drops.empty()) EXPECT_EQ(p.counter(drops), 32u);
+  if (!drops.empty()) {
+    EXPECT_EQ(p.counter(drops), 32u);
+  }
 }
 
 TEST_P(ProcessRun, LearningByDigestReportsOnce) {

@@ -4,8 +4,8 @@
 // the result) plus the largest deviation from the exact sum, which it can
 // compute because every rank's input is a known function of (rank, op, i).
 //
-//   agq-allreduce-example --vdev net_memif0,role=client,id=0,socket=/tmp/w0.sock,socket-abstract=no \
-//       --switch-ctl /tmp/agq.ctl --job 1 --rank 0 --elements 100000 --ops 4
+//   agq-allreduce-example --vdev net_memif0,role=client,id=0,socket=/tmp/w0.sock,socket-abstract=no
+//       --switch-ctl /tmp/agq.ctl --job 1 --rank 0 --elements 100000 --ops 4   (one command line)
 // (or the job by hand: --workers 2 --slots 64 --rows 32 instead of --switch-ctl)
 #include <CLI/CLI.hpp>
 #include <cmath>
