@@ -149,6 +149,11 @@ void print_banner(const agq::dataplane::Ports& ports, const agq::dataplane::Swit
                 i.driver.c_str(), unsigned(i.rx_queues), unsigned(i.tx_queues), i.tx_queues == 1 ? "" : "s",
                 i.steering.c_str(), tx.c_str());
   }
+  // Without hugepages the pool lives on memory of its own (mbuf_pool.hpp):
+  // say how much of it the kernel gave as transparent huge pages.
+  if (const auto& m = ports.pool_memory(); m.own)
+    std::printf("  mbuf pool: %zu MiB of its own (no hugepages), %zu MiB in transparent huge pages\n",
+                m.bytes >> 20, m.huge_bytes >> 20);
   for (const auto& [lcore, rx] : dp.rx_assignment()) {
     std::printf("  lcore %u polls:", lcore);
     if (rx.empty()) std::printf(" no rx queue (processes hand-offs only)");

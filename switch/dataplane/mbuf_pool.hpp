@@ -23,7 +23,7 @@ struct rte_mempool;
 
 namespace agq::dataplane {
 
-// How a pool's memory was obtained (for logs, tests and `agqctl`).
+// How a pool's memory was obtained (the switch's start-up banner, tests).
 struct PoolMemory {
   bool own = false;          // built on memory of its own (no hugepages)
   std::size_t bytes = 0;     // mapped for the objects
