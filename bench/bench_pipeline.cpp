@@ -506,6 +506,7 @@ void run_trace(benchmark::State& state, const PipelineUnderTest& pu, const Trace
     const auto d = prog->process(f, md);
     switch (d.kind) {
       case agq::tna::Decision::Kind::Drop: ++drops; break;
+      case agq::tna::Decision::Kind::Handoff: ++drops; break;  // one instance owns every shard here: never
       case agq::tna::Decision::Kind::Unicast: ++out; break;
       case agq::tna::Decision::Kind::Multicast:
         for (const agq::tna::Replica& rep : pre.members(d.group)) {
@@ -579,6 +580,7 @@ void run_trace_burst(benchmark::State& state, const PipelineUnderTest& pu, const
       const agq::tna::Decision& d = pkts[k].decision;
       switch (d.kind) {
         case agq::tna::Decision::Kind::Drop: ++drops; break;
+        case agq::tna::Decision::Kind::Handoff: ++drops; break;  // one instance owns every shard here: never
         case agq::tna::Decision::Kind::Unicast: ++out; break;
         case agq::tna::Decision::Kind::Multicast: {
           // As the dataplane does it: the group's replicas in one

@@ -176,6 +176,17 @@ void SwitchDataplane::setup(control::Pipes& pipes) {
     for (uint16_t q = 0; q < ports_.info(p).rx_queues; ++q) {
       RxQueue rq{p, q};
       rq.verify = fallback_tx_[p] && q > 0;
+      // A port with a queue per lcore is steered (RSS/rte_flow on the UDP
+      // source port, a memif client picking the ring): its packets are
+      // expected at their owner, so the program checks ownership where it
+      // finds the row anyway (Program::checks_ownership) and hands back
+      // the rare stray; shard_of per packet would be wasted work (agq
+      // 2-lcore steered replay: +8-10%). A single-queue port delivers
+      // every shard to one lcore, (L-1)/L of them foreign: shard_of (a few
+      // fixed-offset loads) sorts those out before the program, cheaper
+      // than admitting them, and they reach their owner before this
+      // lcore's own burst runs.
+      rq.program_shards = L > 1 && ports_.info(p).rx_queues > 1 && pipes.instance(0).checks_ownership();
       lcores_[ports_.rx_lcore(p, q)]->rxq.push_back(rq);
     }
 }
@@ -329,7 +340,7 @@ int SwitchDataplane::loop(Lcore& c) {
       n = sim_drop_rx(c, q.port, c.rx.data(), n);
       // One stamp per round: a clock read per packet would cost ~20 ns each.
       if (now == 0) now = steady_ns();
-      if (sharded)
+      if (sharded && !q.program_shards)
         ingest<true>(c, q.port, c.rx.data(), n, now);
       else
         ingest<false>(c, q.port, c.rx.data(), n, now);
@@ -452,6 +463,7 @@ void SwitchDataplane::ingest(Lcore& c, uint16_t port, rte_mbuf** pkts, uint16_t 
       }
     }
     c.local[nl] = m;
+    m->port = port;  // travels with the packet if the program hands it off
     stage_packet(bp[nl++], m, port, now_ns);
   }
   if constexpr (kSharded) handoff(c);
@@ -533,7 +545,7 @@ template <typename DecisionOf>
 void SwitchDataplane::apply_decisions(Lcore& c, rte_mbuf** pkts, uint16_t n, DecisionOf decision) {
   const uint16_t nports = ports_.count();
   const bool sim_tx = drop_sim_.active(SimDir::Tx);
-  bool any_drop = false;
+  bool any_drop = false, any_handoff = false;
   {
     TxRun run(c.tx.get());
     for (uint16_t i = 0; i < n; ++i) {
@@ -546,11 +558,24 @@ void SwitchDataplane::apply_decisions(Lcore& c, rte_mbuf** pkts, uint16_t n, Dec
       } else if (d.kind == tna::Decision::Kind::Multicast) {
         run.close();  // multicast sends through the ports' own batches
         multicast(c, pkts[i], d, sim_tx);
+      } else if (d.kind == tna::Decision::Kind::Handoff) {
+        // Another lcore's shard (RxQueue::program_shards): staged for its owner,
+        // the same hand-off as ingest<true>'s. A program hands off only
+        // when several lcores hold shards, and never to its own lcore.
+        const unsigned owner = d.shard % lcore_count();
+        if (unlikely(owner == c.index)) {  // a program bug: never loop a packet through our own ring
+          c.counters.handoff_drops.add(1);
+          rte_pktmbuf_free(pkts[i]);
+          continue;
+        }
+        c.stage[owner][c.staged[owner]++] = pkts[i];
+        any_handoff = true;
       } else {
         any_drop = true;
       }
     }
   }
+  if (any_handoff) handoff(c);
   if (!any_drop) return;
   uint16_t nd = 0, program_drops = 0, bad_port = 0;
   // Only a program with an egress control needs replica buffers.
@@ -575,7 +600,7 @@ void SwitchDataplane::apply_decisions(Lcore& c, rte_mbuf** pkts, uint16_t n, Dec
         ++bad_port;
         drops[nd++] = m;
       }
-    } else if (d.kind != tna::Decision::Kind::Multicast) {
+    } else if (d.kind != tna::Decision::Kind::Multicast && d.kind != tna::Decision::Kind::Handoff) {
       drops[nd++] = m;  // unreachable with a valid Kind
     }
   }

@@ -75,6 +75,10 @@ class SwitchDataplane {
     // memif queue >= 1: its ring is confirmed on the first packets after
     // link-up (check_memif_ring); off: the client has no ring for it.
     bool verify = false, off = false;
+    // Several lcores, a steered port and a program that checks ownership
+    // itself: its packets go straight to this lcore's instance, which hands
+    // back (Decision::handoff) those of other lcores' shards.
+    bool program_shards = false;
   };
 
   // `pipes` holds one instance per EAL lcore, in rte_lcore_index order, each

@@ -32,18 +32,23 @@ struct IngressIntrinsicMdForDeparser {
 
 // What leaves the traffic manager for one packet.
 struct Decision {
-  enum class Kind : uint8_t { Drop, Unicast, Multicast };
+  // Handoff: the packet belongs to state another pipe (lcore) holds; the
+  // dataplane gives it, untouched, to the owner of `shard` (the program's
+  // own ownership check, Program::checks_ownership()).
+  enum class Kind : uint8_t { Drop, Unicast, Multicast, Handoff };
   Kind kind = Kind::Drop;
   PortId port = kNoPort;            // Unicast
   McastGroupId group = 0;           // Multicast
   PortId exclude_port = kNoPort;    // Multicast: prune this port
   uint16_t drop_reason = 0;         // program-defined, when Kind::Drop
+  uint16_t shard = 0;               // Handoff (docs/PROTOCOL.md section 10)
 
-  static Decision drop(uint16_t reason) { return {Kind::Drop, kNoPort, 0, kNoPort, reason}; }
-  static Decision unicast(PortId p) { return {Kind::Unicast, p, 0, kNoPort, 0}; }
+  static Decision drop(uint16_t reason) { return {Kind::Drop, kNoPort, 0, kNoPort, reason, 0}; }
+  static Decision unicast(PortId p) { return {Kind::Unicast, p, 0, kNoPort, 0, 0}; }
   static Decision multicast(McastGroupId g, PortId exclude = kNoPort) {
-    return {Kind::Multicast, kNoPort, g, exclude, 0};
+    return {Kind::Multicast, kNoPort, g, exclude, 0, 0};
   }
+  static Decision handoff(uint32_t shard) { return {Kind::Handoff, kNoPort, 0, kNoPort, 0, uint16_t(shard)}; }
 };
 
 }  // namespace agq::tna

@@ -106,6 +106,13 @@ class Program {
   // to lcore shard % lcores, whose instance of the program owns that state.
   // Read-only, cheap (fixed offsets plus a job lookup), any thread.
   virtual uint32_t shard_of(std::span<const uint8_t> /*bytes*/) const { return kAnyShard; }
+  // True: an instance that owns part of the shards (several lcores) checks
+  // ownership itself, where it finds the state anyway, and decides
+  // Decision::handoff(shard) for a packet of another instance's shard --
+  // before touching any state or counter, its bytes unchanged. The
+  // dataplane then gives every received packet to the local instance and
+  // hands back only those, instead of calling shard_of() per packet.
+  virtual bool checks_ownership() const { return false; }
 
   // Egress control, run once per replica of a multicast decision (TNA's
   // egress pipeline with eg_intr_md.egress_rid). A program that rewrites

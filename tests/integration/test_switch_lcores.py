@@ -5,7 +5,10 @@ shared-nothing, docs/ARCHITECTURE.md) against the same switch with one.
    port has one rx queue per lcore, a queue holding only the shards its lcore
    owns, as rte_flow on the UDP source port would steer them) and once
    through the software hand-off (one rx queue per port: half of every job's
-   packets reach the owner lcore through its hand-off ring). Every output
+   packets reach the owner lcore through its hand-off ring), and once
+   mis-steered (a queue per lcore, but half of the shards on the other
+   lcore's queue: the program finds the row is not its lcore's and hands
+   the packet back, Decision::handoff, to the dataplane's ring). Every output
    port must carry exactly the frames the one-lcore switch sends, byte for
    byte (the order between shards of different lcores is free), and every
    sequence must complete.
@@ -111,20 +114,27 @@ def run_switch(procs, tmp_path, name, lcores, rx_files):
     return out, c, sw.output(), cells
 
 
-@pytest.mark.parametrize("mode", ["steered", "hand-off"])
+def queue_of(s, mode):
+    """The rx queue shard s arrives on: its owner's (s % 2), or in
+    "mis-steered" the other lcore's for every shard with s % 4 >= 2 (each
+    shard always on one queue, so its packets keep their order)."""
+    return s % 2 if mode != "mis-steered" or s % 4 < 2 else 1 - s % 2
+
+
+@pytest.mark.parametrize("mode", ["steered", "hand-off", "mis-steered"])
 def test_two_lcores_equal_one_lcore_byte_for_byte(procs, tmp_path, mode):
     rng = random.Random(9)
     per_port = [traffic(job, rng) for job in JOB_IDS]
     files = {}
     for k, frames in enumerate(per_port):
-        for q in (0, 1):  # queue q: the shards lcore q owns (shard % 2 == q)
+        for q in (0, 1):  # queue q: the shards lcore q owns (shard % 2 == q), unless mis-steered
             files[(k, q)] = tmp_path / f"in{k}_q{q}.pcap"
-            wrpcap(str(files[(k, q)]), [Ether(f) for s, f in frames if s % 2 == q])
+            wrpcap(str(files[(k, q)]), [Ether(f) for s, f in frames if queue_of(s, mode) == q])
         files[(k, "all")] = tmp_path / f"in{k}.pcap"
         wrpcap(str(files[(k, "all")]), [Ether(f) for _, f in frames])
     # The reference: one lcore, one queue per port.
     ref, _, _, ref_cells = run_switch(procs, tmp_path, "one", "0", {k: [files[(k, "all")]] for k in range(2)})
-    queues = {k: [files[(k, 0)], files[(k, 1)]] if mode == "steered" else [files[(k, "all")]] for k in range(2)}
+    queues = {k: [files[(k, 0)], files[(k, 1)]] if mode != "hand-off" else [files[(k, "all")]] for k in range(2)}
     two, c, log, cells = run_switch(procs, tmp_path, "two", "0,1", queues)
 
     assert "2 lcores" in log, log
@@ -155,4 +165,9 @@ def test_two_lcores_equal_one_lcore_byte_for_byte(procs, tmp_path, mode):
     if mode == "steered":
         assert c["dp.handoff"] == 0, c  # every packet arrived on its owner's queue
     else:
-        assert c["dp.handoff"] > 0, c   # half of each job crossed to the other lcore
+        # half of each job crossed to the other lcore: in "hand-off" sorted
+        # by the dataplane (shard_of), in "mis-steered" handed back by the
+        # program that found the row is another lcore's
+        assert c["dp.handoff"] > 0, c
+    if mode == "mis-steered":
+        assert c["dp.handoff"] == sum(1 for fr in per_port for s, _ in fr if s % 4 >= 2), c

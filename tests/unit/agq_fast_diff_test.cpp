@@ -341,6 +341,7 @@ void expect_same_cells(const Programs& p, const std::string& when) {
 struct Stats {
   uint64_t packets = 0, bursts = 0, shared_slot_bursts = 0, results = 0, replicas = 0, jobs_changed = 0;
   uint64_t mixed_bursts = 0;  // agq frames and ordinary frames interleaved in one burst
+  uint64_t handoffs = 0;      // DATA a non-owner instance handed back (lcores > 1)
   std::map<std::string, uint64_t> counters;  // the model's, summed over the trace
 };
 
@@ -411,6 +412,44 @@ void run_trace(uint64_t seed, fast::Simd simd, unsigned n_packets, Stats& st, un
       if (b.size() >= 50 && b[42] == 0x11) {  // job and slot of an untagged DATA
         shared |= !slot_keys.insert(uint32_t(b[44]) << 24 | uint32_t(b[45]) << 16 | uint32_t(b[48]) << 8 | b[49]).second;
       }
+    }
+    // The dataplane gives every packet to the instance of the lcore that
+    // received it (checks_ownership()); one that is not the owner hands a
+    // DATA of another shard back -- Decision::handoff(its shard), bytes,
+    // registers and counters untouched -- unless a stateless check drops it
+    // first (the model's decision then says why, and the owner drops it
+    // alike). Here every non-owner sees every such packet before the
+    // owners run: the owners' results below, cell for cell against the
+    // model, show that nothing was touched.
+    for (unsigned k = 0; k < lcores && lcores > 1; ++k) {
+      std::vector<tna::BurstPacket> foreign;
+      std::vector<std::vector<uint8_t>> copies;
+      std::vector<unsigned> idx;
+      copies.reserve(n);
+      for (unsigned i = 0; i < n; ++i) {
+        const uint32_t shard = p.fast().shard_of(in[i].bytes);
+        const bool stateless_drop = model_d[i].kind == Decision::Kind::Drop &&
+                                    model_d[i].drop_reason >= uint16_t(AgqDrop::Malformed) &&
+                                    model_d[i].drop_reason <= uint16_t(AgqDrop::BadWidth);
+        if (shard == tna::kAnyShard || owner[i] == k || stateless_drop) continue;
+        copies.push_back(in[i].bytes);
+        foreign.push_back(tna::BurstPacket{copies.back().data(), uint16_t(copies.back().size()), burst[i].md, {}});
+        idx.push_back(i);
+      }
+      if (foreign.empty()) continue;
+      const auto before = counters_of(p.fast(k));
+      p.fast(k).process_burst(foreign.data(), unsigned(foreign.size()));
+      for (size_t j = 0; j < foreign.size(); ++j) {
+        const unsigned i = idx[j];
+        ASSERT_EQ(foreign[j].decision.kind, Decision::Kind::Handoff)
+            << "seed " << seed << " instance " << k << " of " << lcores << ", burst index " << i << ": "
+            << describe(foreign[j].decision);
+        ASSERT_EQ(foreign[j].decision.shard, p.fast().shard_of(in[i].bytes));
+        ASSERT_EQ(foreign[j].decision.shard % lcores, owner[i]);
+        ASSERT_EQ(copies[j], in[i].bytes) << "a handed-off frame was written";
+        ++st.handoffs;
+      }
+      ASSERT_EQ(before, counters_of(p.fast(k))) << "a hand-off counted on instance " << k;
     }
     // Each instance gets its packets of the burst, in arrival order, as
     // its lcore's burst (after the dataplane's hand-off).
@@ -552,9 +591,11 @@ TEST(AgqFastDiff, InstancesOfLcoresTogetherEqualTheModel) {
       Stats st;
       run_trace(seed, fast::best_simd(), kPackets, st, lcores);
       if (HasFatalFailure()) return;
-      std::printf("%u lcores, seed %lu: %lu packets, %lu results, %lu job changes\n", lcores, (unsigned long)seed,
-                  (unsigned long)st.packets, (unsigned long)st.results, (unsigned long)st.jobs_changed);
+      std::printf("%u lcores, seed %lu: %lu packets, %lu results, %lu job changes, %lu hand-offs\n", lcores,
+                  (unsigned long)seed, (unsigned long)st.packets, (unsigned long)st.results,
+                  (unsigned long)st.jobs_changed, (unsigned long)st.handoffs);
       EXPECT_GT(st.results, 0u);
+      EXPECT_GT(st.handoffs, 0u);
     }
   }
 }

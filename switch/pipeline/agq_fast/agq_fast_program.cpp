@@ -115,8 +115,7 @@ void AgqFastProgram::process_burst(tna::BurstPacket* pkts, unsigned n) {
       } else {
         AgqFrame f;
         if (locate_agq(p[i].bytes, p[i].len, f)) {
-          admit(p[i], f, meta[i], memo);
-          admitted[na++] = uint8_t(i);
+          if (admit(p[i], f, meta[i], memo)) admitted[na++] = uint8_t(i);
           run = false;
           continue;
         }
@@ -179,7 +178,7 @@ bool AgqFastProgram::process_run(tna::BurstPacket& first, unsigned n) {
 // ---- stage 0: parser, header sanity, job_t, worker_t (Ingress::validate);
 // stages 1-2: slot and row indices. Nothing of any job is touched here.
 // `v`: the frame's parse, with a valid agq header.
-inline void AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& m, JobMemo& memo) {
+inline bool AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& m, JobMemo& memo) {
   // locate_agq() found the agq header: Ethernet, at most one tag, IPv4 IHL
   // 5 not a fragment, UDP to 50100, the whole header present.
   ++c_.agq_packets;
@@ -194,6 +193,7 @@ inline void AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& 
   auto reject = [&m](AgqDrop why) {
     m.drop = why;
     m.verdict = Verdict::Drop;
+    return true;
   };
   uint8_t type = kTypeData;
   uint64_t head;
@@ -246,7 +246,7 @@ inline void AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& 
   if (type == kTypePsResult) {  // stateless: straight to agq_forward_t
     ++c_.ingress.ps_results;
     m.verdict = (m.flags & proto::kAgqFlagRetransmit) ? Verdict::PsResultUnicast : Verdict::PsResult;
-    return;
+    return true;
   }
   const uint8_t req = h[kReqWidth];
   if (req % 4 != 0 || req < 4 || req > 32) return reject(AgqDrop::BadWidth);
@@ -257,14 +257,21 @@ inline void AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& 
   // index among the rows of the job this instance holds.
   const JobRows& rows = m.job->rows;
   const uint32_t lr = rows.local(uint32_t(slot) >> job.row_shift);
-  if (lr == JobRows::kNotHere) [[unlikely]]
-    return reject(AgqDrop::BadSlot);  // another lcore's row: never handed here by the dataplane
+  if (lr == JobRows::kNotHere) {
+    // Another instance's row (docs/PROTOCOL.md section 10): back to the
+    // dataplane for its owner, before any register or counter of this
+    // instance is touched -- the owner counts it.
+    --c_.agq_packets;
+    p.decision = tna::Decision::handoff((uint32_t(load_be16(h + kJobId)) + (uint32_t(slot) >> job.row_shift)) & 0xFFFu);
+    return false;
+  }
   m.slot = rows.slot(lr, slot);
   m.occ = rows.occupancy(lr);
   m.cells = rows.lanes(lr)->half[m.v];
   __builtin_prefetch(m.slot, 1);
   __builtin_prefetch(m.cells, 1);
   if (job.lanes > 16) __builtin_prefetch(m.cells + 16, 1);
+  return true;
 }
 
 // ---- stages 2-17 for one DATA packet: Ingress::apply, first_pass1 and

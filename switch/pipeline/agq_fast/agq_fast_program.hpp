@@ -64,6 +64,9 @@ class AgqFastProgram final : public AgqSwitchProgram {
   // parser errors are declined (tna::Program::process_run).
   bool process_run(tna::BurstPacket& first, unsigned n) override;
   uint32_t shard_of(std::span<const uint8_t> bytes) const override;
+  // admit() finds a DATA's row and whether this instance holds it: a row of
+  // another instance is handed back (Decision::handoff) untouched.
+  bool checks_ownership() const override { return true; }
   bool has_egress() const override { return true; }
   void egress(std::span<uint8_t> bytes, tna::PortId egress_port, uint16_t rid) override;
   void egress_replicas(const uint8_t* src, uint16_t len, const tna::Replica* reps, uint8_t* const* out,
@@ -139,7 +142,9 @@ class AgqFastProgram final : public AgqSwitchProgram {
     uint8_t lanes = 0;
   };
   // The stages of one packet; inlined into process_burst()'s loops.
-  [[gnu::always_inline]] void admit(tna::BurstPacket& p, const AgqFrame& f, Meta& m, JobMemo& memo);
+  // False: decided at admission (a row of another instance: the packet's
+  // decision is Decision::handoff), no register stage, no meta.
+  [[gnu::always_inline]] bool admit(tna::BurstPacket& p, const AgqFrame& f, Meta& m, JobMemo& memo);
   [[gnu::always_inline]] void registers(Meta& m);
   [[gnu::always_inline]] void lanes(Meta& m, bool add, bool extract);
   [[gnu::always_inline]] void forward(tna::BurstPacket& p, Meta& m);
