@@ -86,9 +86,10 @@ void run(unsigned lcores, uint64_t seed) {
   for (unsigned k = 0; k < lcores; ++k) {
     pres.push_back(std::make_unique<tna::ReplicationEngine>());
     pipes.push_back(std::make_unique<ClassicProgram>(cfg, ForwardingConfig{}, *pres.back()));
+    pipes.back()->own_shards(k, lcores);
   }
   TraceGen gen(seed, cfg.register_capacity);
-  uint64_t now = 1000, per_lcore_bursts = 0;
+  uint64_t now = 1000, per_lcore_bursts = 0, handoffs = 0;
   for (int burst = 0; burst < 400; ++burst) {
     const unsigned n = unsigned(1 + gen.below(32));
     std::vector<Frame> a(n), b(n);
@@ -110,6 +111,33 @@ void run(unsigned lcores, uint64_t seed) {
       const unsigned k = shard == tna::kAnyShard ? unsigned(gen.below(lcores)) : shard % lcores;
       vec[k].push_back({b[i].data(), uint16_t(b[i].size()), md[i], {}});
       index[k].push_back(i);
+    }
+    // A stray (a packet on another lcore's queue): every non-owner gets
+    // each packet with a shard first and must hand it back --
+    // Decision::handoff(its shard), bytes and counters untouched; the
+    // owners' results below, cell for cell, show no register was either.
+    for (unsigned k = 0; k < lcores && lcores > 1; ++k) {
+      std::vector<Frame> copies;
+      std::vector<tna::BurstPacket> stray;
+      std::vector<unsigned> at;
+      copies.reserve(n);
+      for (unsigned i = 0; i < n; ++i) {
+        const uint32_t shard = pipes[0]->shard_of(b[i]);
+        if (shard == tna::kAnyShard || shard % lcores == k) continue;
+        copies.push_back(b[i]);
+        stray.push_back({copies.back().data(), uint16_t(copies.back().size()), md[i], {}});
+        at.push_back(i);
+      }
+      if (stray.empty()) continue;
+      const auto before = counters(*pipes[k]);
+      pipes[k]->process_burst(stray.data(), unsigned(stray.size()));
+      for (size_t j = 0; j < stray.size(); ++j) {
+        ASSERT_EQ(stray[j].decision.kind, tna::Decision::Kind::Handoff) << "L " << lcores << " burst " << burst;
+        ASSERT_EQ(stray[j].decision.shard, pipes[0]->shard_of(b[at[j]]));
+        ASSERT_EQ(copies[j], b[at[j]]) << "a handed-off frame was written";
+        ++handoffs;
+      }
+      ASSERT_EQ(before, counters(*pipes[k])) << "a hand-off counted on lcore " << k;
     }
     for (unsigned k = 0; k < lcores; ++k) {
       if (vec[k].empty()) continue;
@@ -149,6 +177,9 @@ void run(unsigned lcores, uint64_t seed) {
   EXPECT_GT(want.at("collisions"), 0u);
   EXPECT_GT(want.at("parser_errors"), 0u);
   EXPECT_GT(per_lcore_bursts, 400u);
+  if (lcores > 1) {
+    EXPECT_GT(handoffs, 0u);
+  }
 }
 
 }  // namespace

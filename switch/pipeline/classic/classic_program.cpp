@@ -198,6 +198,9 @@ struct ClassicProgram::Impl {
   const FlatTables& t;
   std::array<TmEntry, 4> tm;  // by ina_action, which is only ever 1, 2 or 3
 
+  // own_shards: this instance's shards are those with shard % own_count
+  // == own_index (docs/PROTOCOL.md section 10).
+  uint32_t own_index = 0, own_count = 1;
   Counters n;
   uint64_t parser_errors = 0;
   std::array<uint64_t, kDropReasons> drops{};
@@ -381,8 +384,17 @@ inline PassResult ClassicProgram::Impl::contribution(const AgqFields& in, Slot& 
 
 inline void ClassicProgram::Impl::agq(uint8_t* payload, const tna::IngressIntrinsicMd& md, tna::Decision& out,
                                       Counters& c) {
-  ++c.agq_packets;
   const AgqFields in = read_fields(payload);
+  // Another lcore's aggregator (a stray on a steered queue): back to the
+  // dataplane for its owner, untouched and uncounted.
+  if (own_count > 1) {
+    const uint32_t shard = proto::classic_shard(in.hash1);
+    if (shard % own_count != own_index) {
+      out = tna::Decision::handoff(shard);
+      return;
+    }
+  }
+  ++c.agq_packets;
   uint32_t original[kLanes];
   for (int k = 0; k < kLanes; ++k) original[k] = proto::load_be32(payload + kOffData + 4 * k);
   uint32_t data[kLanes] = {original[0], original[1], original[2], original[3]};
@@ -564,6 +576,11 @@ uint32_t ClassicProgram::shard_of(std::span<const uint8_t> bytes) const {
   if (parse_view(bytes.data(), bytes.size(), v) == ParserError::None && v.agq_classic_valid)
     return proto::classic_shard(read_fields(bytes.data() + v.payload_offset).hash1);
   return tna::kAnyShard;
+}
+
+void ClassicProgram::own_shards(unsigned index, unsigned count) {
+  impl_->own_index = count == 0 ? 0 : index;
+  impl_->own_count = count == 0 ? 1 : count;
 }
 
 void ClassicProgram::visit_counters(const tna::CounterVisitor& visit) const {

@@ -53,6 +53,11 @@ class ClassicProgram final : public SwitchProgram {
   // parser errors are declined (tna::Program::process_run).
   bool process_run(tna::BurstPacket& first, unsigned n) override;
   uint32_t shard_of(std::span<const uint8_t> bytes) const override;
+  // Every instance holds every aggregator; with several lcores an instance
+  // processes only its shards' packets and hands the others back
+  // (Decision::handoff) before reading a register or counting anything.
+  void own_shards(unsigned index, unsigned count) override;
+  bool checks_ownership() const override { return true; }
   void visit_counters(const tna::CounterVisitor& visit) const override;
   void clear_counters() override;
   void clear_state() override;
