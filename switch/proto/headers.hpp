@@ -99,16 +99,17 @@ struct AgqClassic {
 // with aggregation state has a 12-bit shard, owned by lcore shard mod L;
 // senders put shard_port(shard) in the UDP source port so that NICs
 // (rte_flow/RSS on that port) and multi-queue peers can steer it.
-inline constexpr uint16_t shard_port(uint32_t shard) { return uint16_t(0xC000u | (shard & 0x0FFFu)); }
+inline constexpr uint32_t kShardMask = 0x0FFFu;
+inline constexpr uint16_t shard_port(uint32_t shard) { return uint16_t(0xC000u | (shard & kShardMask)); }
 // The reader's side: the shard a UDP source port carries, or kNoShard for a
 // port outside 0xC000..0xCFFF (a frame without aggregation state).
 inline constexpr uint32_t kNoShard = 0xFFFFFFFFu;
 inline constexpr uint32_t shard_of_port(uint16_t src_port) {
-  return (src_port & 0xF000u) == 0xC000u ? uint32_t(src_port & 0x0FFFu) : kNoShard;
+  return (src_port & 0xF000u) == 0xC000u ? uint32_t(src_port & kShardMask) : kNoShard;
 }
 // A classic packet's shard is its aggregator (hash1): the aggregator's
 // registers and, by the published host invariant hashID == hash1 << 3 |
 // hash2, its 8 seq slots all live in that shard, as in one Tofino pipe.
-inline constexpr uint32_t classic_shard(uint16_t hash1) { return hash1 & 0x0FFFu; }
+inline constexpr uint32_t classic_shard(uint16_t hash1) { return hash1 & kShardMask; }
 
 }  // namespace agq::proto

@@ -116,7 +116,11 @@ void run(unsigned lcores, uint64_t seed) {
     // each packet with a shard first and must hand it back --
     // Decision::handoff(its shard), bytes and counters untouched; the
     // owners' results below, cell for cell, show no register was either.
-    for (unsigned k = 0; k < lcores && lcores > 1; ++k) {
+    // Even bursts: the strays as a vector of their own, before the owners
+    // run. Odd bursts: mixed into each lcore's own vector in arrival order
+    // (a mis-steered queue), so a vector holds both.
+    const bool mixed = burst % 2 == 1;
+    for (unsigned k = 0; k < lcores && lcores > 1 && !mixed; ++k) {
       std::vector<Frame> copies;
       std::vector<tna::BurstPacket> stray;
       std::vector<unsigned> at;
@@ -142,7 +146,40 @@ void run(unsigned lcores, uint64_t seed) {
     for (unsigned k = 0; k < lcores; ++k) {
       if (vec[k].empty()) continue;
       ++per_lcore_bursts;
-      pipes[k]->process_burst(vec[k].data(), unsigned(vec[k].size()));
+      if (mixed && lcores > 1) {
+        // This lcore's packets and every other lcore's (copies) in arrival
+        // order; the strays must come back as hand-offs, unwritten.
+        std::vector<Frame> copies;
+        copies.reserve(n);
+        std::vector<tna::BurstPacket> v;
+        std::vector<int> from;  // index into vec[k], or -1 - i for a stray of packet i
+        size_t j = 0;
+        for (unsigned i = 0; i < n; ++i) {
+          if (j < index[k].size() && index[k][j] == i) {
+            v.push_back(vec[k][j]);
+            from.push_back(int(j++));
+          } else if (pipes[0]->shard_of(b[i]) != tna::kAnyShard) {
+            copies.push_back(b[i]);
+            v.push_back({copies.back().data(), uint16_t(copies.back().size()), md[i], {}});
+            from.push_back(-1 - int(i));
+          }
+        }
+        pipes[k]->process_burst(v.data(), unsigned(v.size()));
+        size_t c = 0;
+        for (size_t x = 0; x < v.size(); ++x) {
+          if (from[x] >= 0) {
+            vec[k][size_t(from[x])].decision = v[x].decision;
+            continue;
+          }
+          const unsigned i = unsigned(-1 - from[x]);
+          ASSERT_EQ(v[x].decision.kind, tna::Decision::Kind::Handoff) << "L " << lcores << " burst " << burst;
+          ASSERT_EQ(v[x].decision.shard, pipes[0]->shard_of(b[i]));
+          ASSERT_EQ(copies[c++], b[i]) << "a handed-off frame was written";
+          ++handoffs;
+        }
+      } else {
+        pipes[k]->process_burst(vec[k].data(), unsigned(vec[k].size()));
+      }
       for (size_t j = 0; j < vec[k].size(); ++j) {
         const unsigned i = index[k][j];
         ASSERT_TRUE(same(vec[k][j].decision, all[i].decision))
