@@ -267,6 +267,7 @@ class Bench:
             "mpi": build / "bench" / "bench_mpi_allreduce",
             "stages": build / "bench" / "bench_worker_stages",
             "ctl": build / "switch" / "agqctl",
+            "xcore": build / "bench" / "bench_xcore",
         }
         self.testpmd = shutil.which("dpdk-testpmd")
         self.worker_extra: list[str] = []  # agq-worker flags of the build being measured (--compare)
@@ -428,6 +429,8 @@ class Bench:
                     if r % 2:
                         order.reverse()
                     res = {}
+                    if n_lcores(mode) > 1:  # the host's vCPU placement, before and after this rep's DUTs
+                        res["xcore_ns"] = [self.xcore_ns()]
                     for dut in order:
                         self.progress(f"throughput pcap: rep {r + 1}/{reps} {traffic} lcores={mode} {dut}")
                         self.last_cpu = None
@@ -437,9 +440,26 @@ class Bench:
                             res[dut] = self.run_pcap_switch(traffic, mode, pcaps, seconds,
                                                             base if dut == "baseline" else None)
                         res[dut + "_cpu"] = self.last_cpu
+                    if "xcore_ns" in res:
+                        res["xcore_ns"].append(self.xcore_ns())
                     runs.append({"rep": r, "traffic": traffic, "lcores": mode, **res})
         return {"seconds_per_run": seconds, "reps": reps, "runs": runs, "summary": summarize(runs),
                 "scaling": scaling(runs)}
+
+    def xcore_ns(self) -> float | None:
+        """One-way cache-line latency between vCPUs 0 and 1 (bench_xcore's
+        ping-pong median), or None without the tool. On this VM class it is
+        ~30 ns or 160-280 ns depending on where the host put the vCPUs, and
+        every 2-lcore rate follows it (the hand-off above all)."""
+        if not self.bin["xcore"].exists():
+            return None
+        try:
+            out = subprocess.run([str(self.bin["xcore"]), "--rounds", "5000", "--batches", "5"],
+                                 capture_output=True, text=True, timeout=20).stdout
+        except subprocess.TimeoutExpired:
+            return None
+        m = re.search(r"one_way_ns ([\d.]+)", out)
+        return float(m.group(1)) if m else None
 
     # ---- profile-guided build: the training run --------------------------
     def pgo_train(self) -> dict:
@@ -958,7 +978,7 @@ def scaling(runs: list[dict]) -> list[dict]:
     out = []
     for t in TRAFFICS:
         for mode in ("2 steered", "2 hand-off"):
-            xs, tps, eff = [], [], []
+            xs, tps, eff, xcore = [], [], [], []
             for r in {x["rep"] for x in runs}:
                 one = next((x for x in runs if x["rep"] == r and x["traffic"] == t and x["lcores"] == "1"), None)
                 two = next((x for x in runs if x["rep"] == r and x["traffic"] == t and x["lcores"] == mode), None)
@@ -970,12 +990,14 @@ def scaling(runs: list[dict]) -> list[dict]:
                     tps.append(two["testpmd"] / one["testpmd"])
                 if per_cpu(one, "switch") and per_cpu(two, "switch"):
                     eff.append(per_cpu(two, "switch") / per_cpu(one, "switch"))
+                xcore.append([v for v in two.get("xcore_ns") or [] if v is not None])
             if xs:
                 out.append({"traffic": t, "mode": mode, "ratio_median": median(xs), "ratio_min": min(xs),
                             "ratio_max": max(xs), "testpmd_ratio_median": median(tps),
                             "per_cpu_ratio_median": median(eff),
                             "per_cpu_ratio_min": min(eff) if eff else None,
-                            "per_cpu_ratio_max": max(eff) if eff else None})
+                            "per_cpu_ratio_max": max(eff) if eff else None,
+                            "xcore_ns": xcore})
     return out
 
 
@@ -1148,14 +1170,20 @@ def markdown(res: dict) -> str:
                   "and the replay share this machine's 2 vCPUs.", "",
                   "testpmd 2 / 1 = the same for testpmd io on the same ports (the ceiling this machine "
                   "gives); per vCPU = the switch's Mpps per vCPU-second, 2 lcores / 1 lcore (1.00 = "
-                  "each lcore as efficient as a lone one, i.e. linear).", "",
-                  "| traffic | mode | 2 / 1 lcore | range | testpmd 2 / 1 | per vCPU 2 / 1 | range |",
-                  "|---|---|---:|---|---:|---:|---|"]
+                  "each lcore as efficient as a lone one, i.e. linear). Cross-vCPU ns = one-way "
+                  "cache-line latency between the two vCPUs (bench_xcore ping-pong) before / after each "
+                  "rep's 2-lcore runs: the host's vCPU placement, ~30 ns or 160-280 ns on this VM class, "
+                  "which every cross-core rate follows (the hand-off most).", "",
+                  "| traffic | mode | 2 / 1 lcore | range | testpmd 2 / 1 | per vCPU 2 / 1 | range | "
+                  "cross-vCPU ns per rep |",
+                  "|---|---|---:|---|---:|---:|---|---|"]
             for x in r["scaling"]:
+                xc = ", ".join("/".join(f"{v:.0f}" for v in rep) for rep in x.get("xcore_ns") or [] if rep)
                 L.append(f"| {x['traffic']} | {x['mode']} | {fmt(x['ratio_median'], 2)} | "
                          f"{fmt(x['ratio_min'], 2)}–{fmt(x['ratio_max'], 2)} | {fmt(x.get('testpmd_ratio_median'), 2)} | "
                          f"{fmt(x.get('per_cpu_ratio_median'), 2)} | "
-                         f"{fmt(x.get('per_cpu_ratio_min'), 2)}–{fmt(x.get('per_cpu_ratio_max'), 2)} |")
+                         f"{fmt(x.get('per_cpu_ratio_min'), 2)}–{fmt(x.get('per_cpu_ratio_max'), 2)} | "
+                         f"{xc or '–'} |")
             L.append("")
         if any(s["traffic"] == "agq" for s in r["summary"]):
             L += [f"agq traffic: DATA of {AGQ_WORKERS} logical workers per stream at {AGQ_WIDTH} bits, "
@@ -1477,7 +1505,7 @@ def main() -> int:
         if not (build / "build.ninja").exists():
             subprocess.run(["cmake", "-S", SRC, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release"],
                            check=True, capture_output=not a.verbose)
-        targets = ["agq-switch", "bench_pipeline", "bench_gen", "bench_memory"]
+        targets = ["agq-switch", "bench_pipeline", "bench_gen", "bench_memory", "bench_xcore"]
         r = subprocess.run(["ninja", "-C", build, "-t", "targets", "all"], capture_output=True, text=True)
         for t in ("agq-worker", "bench_mpi_allreduce", "bench_worker_stages"):
             if re.search(rf"^{t}:", r.stdout, re.M):
