@@ -254,6 +254,53 @@ TEST(ClassicShard, AggregationPacketsAreTheirAggregatorsShardEverythingElseAnySh
   EXPECT_GT(other, 100u);
 }
 
+// shard_of's fixed-offset path (untagged IPv4/UDP to a classic port) against
+// the parser on the frames one byte away from it: each field that path
+// tests, set to what the parser accepts and to what it refuses.
+TEST(ClassicShard, NearMissFramesShardAsTheParserSays) {
+  tna::ReplicationEngine pre;
+  ClassicProgram prog(ClassicConfig{1, {2, 3}, 64}, ForwardingConfig{}, pre);
+  proto::AgqClassic h;
+  h.hash_id = 0x1234 & 0x7FFF;
+  h.hash1 = uint16_t(h.hash_id >> 3);
+  h.hash2 = uint8_t(h.hash_id & 7);
+  proto::UdpFrameSpec spec;
+  spec.dst_port = proto::kAgqClassicPortA;
+  const Frame base = proto::build_agq_classic_frame(spec, h);
+  spec.vlan_id = 7;
+  const Frame tagged = proto::build_agq_classic_frame(spec, h);
+  std::vector<Frame> frames = {base, tagged};
+  auto with = [&](std::size_t at, uint8_t v) {
+    Frame f = base;
+    f[at] = v;
+    frames.push_back(f);
+  };
+  with(14, 0x46);  // IHL 6
+  with(14, 0x65);  // version 6
+  with(14, 0x44);  // IHL 4
+  with(20, 0x40);  // DF: still a classic frame
+  with(20, 0x20);  // MF
+  with(20, 0x80);  // the reserved flag bit: the parser does not look at it
+  with(21, 0x01);  // fragment offset
+  with(23, 6);     // TCP
+  with(12, 0x86);  // EtherType 0x86dd
+  with(37, uint8_t(base[37] ^ 1));  // 50001: the other classic port
+  with(37, uint8_t(base[37] ^ 2));  // 50002: not a classic port
+  frames.push_back(Frame(base.begin(), base.end() - 1));  // one byte short of the header
+  Frame longer = base;
+  longer.push_back(0);
+  frames.push_back(longer);
+  unsigned classic = 0;
+  for (std::size_t i = 0; i < frames.size(); ++i) {
+    pipeline::Headers hd;
+    const bool valid = pipeline::parse(frames[i], hd) == pipeline::ParserError::None && hd.agq_classic_valid;
+    EXPECT_EQ(prog.shard_of(frames[i]), valid ? proto::classic_shard(hd.agq_classic.hash1) : tna::kAnyShard)
+        << "frame " << i;
+    classic += valid;
+  }
+  EXPECT_EQ(classic, 6u);  // base, tagged, DF, the reserved bit, port B, longer
+}
+
 // Programs are independent per-lcore instances: two instances fed different
 // traffic keep different state, and neither sees the other's.
 TEST(ClassicShard, InstancesShareNoState) {
