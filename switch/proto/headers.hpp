@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "proto/bytes.hpp"
@@ -94,6 +95,22 @@ struct AgqClassic {
   void decode(const uint8_t* p);
   void encode(uint8_t* p) const;
 };
+
+// The shape nearly all aggregation traffic has -- untagged, EtherType IPv4,
+// version 4 IHL 5, not a fragment (MF clear, offset 0), UDP -- as two masked
+// word compares of bytes 12-14, 20-21 and 23, where the parser walks them
+// branch by branch: zero exactly when a frame of at least 42 bytes has it
+// (the parser then finds UDP at 34 and its payload at 42). A mismatch word,
+// not a bool, so that callers OR in their own compares without a branch.
+inline uint64_t plain_udp_mismatch(const uint8_t* p) {
+  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__);
+  uint64_t a, b;
+  std::memcpy(&a, p + 12, 8);  // byte 12 is the low byte
+  std::memcpy(&b, p + 20, 8);
+  constexpr uint64_t kMaskA = 0xFFFFFF, kWantA = 0x450008;  // 08 00 45
+  constexpr uint64_t kMaskB = 0xFF00FF3F, kWantB = uint64_t(kIpProtoUdp) << 24;
+  return ((a & kMaskA) ^ kWantA) | ((b & kMaskB) ^ kWantB);
+}
 
 // docs/PROTOCOL.md section 10, one convention for both protocols: a packet
 // with aggregation state has a 12-bit shard, owned by lcore shard mod L;

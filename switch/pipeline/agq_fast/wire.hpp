@@ -50,16 +50,10 @@ inline bool locate_agq_generic(const uint8_t* p, std::size_t n, AgqFrame& f);
 inline bool locate_agq(const uint8_t* p, std::size_t n, AgqFrame& f) {
   constexpr std::size_t kAgq = 14 + kIpToAgq;  // the untagged agq header's offset
   if (n >= kAgq + proto::kAgqFixedLen) [[likely]] {
-    uint64_t a, b;
     uint16_t c;
-    std::memcpy(&a, p + 12, 8);  // little-endian host: byte 12 is the low byte
-    std::memcpy(&b, p + 20, 8);
-    std::memcpy(&c, p + 36, 2);
-    static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__);
-    constexpr uint64_t kMaskA = 0xFFFFFF, kWantA = 0x450008;  // 08 00 45
-    constexpr uint64_t kMaskB = 0xFF00FF3F, kWantB = uint64_t(proto::kIpProtoUdp) << 24;
+    std::memcpy(&c, p + 36, 2);  // the UDP destination port, little-endian load
     constexpr uint16_t kWantC = uint16_t(proto::kAgqPort >> 8 | (proto::kAgqPort & 0xFF) << 8);
-    if ((((a & kMaskA) ^ kWantA) | ((b & kMaskB) ^ kWantB) | uint64_t(c ^ kWantC)) == 0) {
+    if ((proto::plain_udp_mismatch(p) | uint64_t(c ^ kWantC)) == 0) {
       if (n < kAgq + std::size_t(proto::header_len(p[kAgq + kNLanes]))) return false;
       f.l3 = 14;
       f.agq = uint16_t(kAgq);

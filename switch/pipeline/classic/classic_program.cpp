@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <array>
-#include <cstring>
 #include <string>
 #include <utility>
 
@@ -599,22 +598,14 @@ bool ClassicProgram::process_run(tna::BurstPacket& first, unsigned n) {
 uint32_t ClassicProgram::shard_of(std::span<const uint8_t> bytes) const {
   // The untagged shape first (nearly all classic traffic; the dataplane
   // asks this of every packet of a single-queue port when several lcores
-  // run): EtherType IPv4 and 0x45 (bytes 12-14), no fragment, UDP (20-21,
-  // 23) and a classic port (36-37), read in three words where parse_view()
-  // reads them one by one and takes exactly these branches; the
-  // differential test holds the two equal.
+  // run): proto::plain_udp_mismatch() and a classic port, where
+  // parse_view() reads the same bytes one by one and takes exactly these
+  // branches; the differential tests hold the two equal.
   const uint8_t* p = bytes.data();
   constexpr std::size_t kPayload = 14 + 20 + 8;
-  if (bytes.size() >= kPayload + proto::AgqClassic::kLen) [[likely]] {
-    uint64_t a, b;
-    std::memcpy(&a, p + 12, 8);  // little-endian host: byte 12 is the low byte
-    std::memcpy(&b, p + 20, 8);
-    static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__);
-    constexpr uint64_t kMaskA = 0xFFFFFF, kWantA = 0x450008;  // 08 00 45
-    constexpr uint64_t kMaskB = 0xFF00FF3F, kWantB = uint64_t(proto::kIpProtoUdp) << 24;
-    if ((((a & kMaskA) ^ kWantA) | ((b & kMaskB) ^ kWantB)) == 0 && is_agq_classic_port(proto::load_be16(p + 36)))
-      return proto::classic_shard(read_fields(p + kPayload).hash1);
-  }
+  if (bytes.size() >= kPayload + proto::AgqClassic::kLen && proto::plain_udp_mismatch(p) == 0 &&
+      is_agq_classic_port(proto::load_be16(p + 36))) [[likely]]
+    return proto::classic_shard(read_fields(p + kPayload).hash1);
   FrameView v;
   if (parse_view(bytes.data(), bytes.size(), v) == ParserError::None && v.agq_classic_valid)
     return proto::classic_shard(read_fields(bytes.data() + v.payload_offset).hash1);
