@@ -19,6 +19,7 @@ using proto::load_be32;
 
 namespace {
 const WorkerAction kWorkerMiss{};
+const JobEntry kNoJob{};  // a verdict without a job (a malformed frame) reads the defaults
 constexpr uint8_t kTypeData = uint8_t(AgqType::Data), kTypePsResult = uint8_t(AgqType::PsResult);
 }  // namespace
 
@@ -51,7 +52,7 @@ AgqFastProgram::AgqFastProgram(AgqConfig cfg, ForwardingConfig fwd_cfg, tna::Rep
     : AgqSwitchProgram(fwd_cfg, pre),
       book_(cfg),
       t_(fast_tables()),
-      kernels_(&lane_kernels(best_simd())),
+      simd_(best_simd()),
       job_slot_(65536, 0) {
   // forward() decides Absorb without the table: it must say drop_absorbed.
   for (ResultDelivery d : {ResultDelivery::Multicast, ResultDelivery::Ps})
@@ -63,7 +64,7 @@ AgqFastProgram::~AgqFastProgram() = default;
 
 bool AgqFastProgram::set_simd(Simd s) {
   if (!simd_supported(s)) return false;
-  kernels_ = &lane_kernels(s);
+  simd_ = s;
   return true;
 }
 
@@ -74,6 +75,23 @@ tna::Decision AgqFastProgram::process(std::span<uint8_t> bytes, const tna::Ingre
 }
 
 void AgqFastProgram::process_burst(tna::BurstPacket* pkts, unsigned n) {
+#if defined(__x86_64__)
+  if (simd_ == Simd::Avx512) return burst_avx512(pkts, n);
+  if (simd_ == Simd::Avx2) return burst_avx2(pkts, n);
+#endif
+  burst_scalar(pkts, n);
+}
+
+void AgqFastProgram::burst_scalar(tna::BurstPacket* pkts, unsigned n) { run_burst<LanesScalar>(pkts, n); }
+#if defined(__x86_64__)
+AGQ_TARGET_AVX2 void AgqFastProgram::burst_avx2(tna::BurstPacket* pkts, unsigned n) { run_burst<LanesAvx2>(pkts, n); }
+AGQ_TARGET_AVX512 void AgqFastProgram::burst_avx512(tna::BurstPacket* pkts, unsigned n) {
+  run_burst<LanesAvx512>(pkts, n);
+}
+#endif
+
+template <class Lanes>
+inline void AgqFastProgram::run_burst(tna::BurstPacket* pkts, unsigned n) {
   static_assert(kChunk <= Forwarding::kBurstMax);
   Meta meta[kChunk];
   FrameView* views = views_;  // filled for frames that are not agq traffic (scratch)
@@ -147,7 +165,7 @@ void AgqFastProgram::process_burst(tna::BurstPacket* pkts, unsigned n) {
     // ordinary frame writes none).
     for (unsigned j = 0; j < na; ++j) {
       Meta& mj = meta[admitted[j]];
-      if (mj.slot) registers(mj);
+      if (mj.slot) registers<Lanes>(mj);
       forward(p[admitted[j]], mj);
     }
     // Ordinary forwarding (L2, host routes, ARP proxy) over its own
@@ -276,6 +294,7 @@ inline bool AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& 
 
 // ---- stages 2-17 for one DATA packet: Ingress::apply, first_pass1 and
 // first_pass2 of the model, on the slot record and the row.
+template <class Lanes>
 inline void AgqFastProgram::registers(Meta& m) {
   const JobAction& job = m.job->job;
   SlotRecord& s = *m.slot;
@@ -308,7 +327,7 @@ inline void AgqFastProgram::registers(Meta& m) {
     const uint8_t occ_new = ok ? uint8_t(free_occ | al.occ_mask) : free_occ;
     const uint16_t window = ok ? pack_window(al.pos, al.w, false, ovf) : pack_window(0, 0, true, ovf);
     // stages 10-17: lane_clear of the released window (a free unit is zero)
-    if (oldw.cell_mask != 0) kernels_->lane_clear(m.cells, ~oldw.cell_mask, job.lanes);
+    if (oldw.cell_mask != 0) Lanes::clear(m.cells, ~oldw.cell_mask, job.lanes);
     // Resubmit. Pass 2 follows at once, as in the model: nothing ran in
     // between, so the compare-and-set finds the occupancy pass 1 read.
     ++c_.resubmits;
@@ -323,7 +342,7 @@ inline void AgqFastProgram::registers(Meta& m) {
     }
     m.pos = uint8_t(window_pos(m.window));
     m.w = uint8_t(window_units(m.window));
-    lanes(m, /*add=*/true, /*extract=*/m.complete);
+    lanes<Lanes>(m, /*add=*/true, /*extract=*/m.complete);
     m.verdict = m.complete ? Verdict::Result : Verdict::Absorb;
     return;
   }
@@ -338,10 +357,10 @@ inline void AgqFastProgram::registers(Meta& m) {
   m.pos = uint8_t(window_pos(m.window));
   m.w = uint8_t(window_units(m.window));
   if (!m.seen) {
-    lanes(m, /*add=*/true, /*extract=*/m.complete);
+    lanes<Lanes>(m, /*add=*/true, /*extract=*/m.complete);
     m.verdict = m.complete ? Verdict::Result : Verdict::Absorb;
   } else if (m.complete) {
-    lanes(m, /*add=*/false, /*extract=*/true);  // read the kept result
+    lanes<Lanes>(m, /*add=*/false, /*extract=*/true);  // read the kept result
     m.verdict = Verdict::Resend;
   } else {
     m.verdict = Verdict::Duplicate;
@@ -350,6 +369,7 @@ inline void AgqFastProgram::registers(Meta& m) {
 
 // ---- stages 7-17, E0-E1: grant_t, trunc_t, value mask, align_t, lane_add,
 // extract_t, result mask -- all lanes in one kernel call.
+template <class Lanes>
 inline void AgqFastProgram::lanes(Meta& m, bool add, bool extract) {
   const JobAction& job = m.job->job;
   const GrantAction& grant = t_.grant_t[grant_key(m.w, job.guard)];
@@ -361,7 +381,7 @@ inline void AgqFastProgram::lanes(Meta& m, bool add, bool extract) {
   op.extract = t_.extract_t[end];
   op.result_mask = grant.result_mask;
   op.extract_on = extract;
-  kernels_->lane_add(m.cells, m.h + kLane0, job.lanes, op);
+  Lanes::add(m.cells, m.h + kLane0, job.lanes, op);
 }
 
 // ---- agq_forward_t (verdict, delivery): where the packet goes, and the
@@ -374,7 +394,6 @@ inline void AgqFastProgram::forward(tna::BurstPacket& p, Meta& m) {
     p.decision = tna::Decision::drop(uint16_t(AgqDrop::Absorbed));
     return;
   }
-  static const JobEntry kNoJob{};
   const JobAction& job = (m.job ? m.job : &kNoJob)->job;
   const ForwardAction& fa = t_.agq_forward_t[forward_key(m.verdict, job.delivery)];
   IngressCounters& c = c_.ingress;

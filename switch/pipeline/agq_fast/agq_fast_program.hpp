@@ -94,7 +94,7 @@ class AgqFastProgram final : public AgqSwitchProgram {
   // The lane kernels in use (default: the best the CPU has). False, and no
   // change, when the CPU lacks `s`.
   bool set_simd(Simd s);
-  Simd simd() const { return kernels_->simd; }
+  Simd simd() const { return simd_; }
 
   static constexpr unsigned kChunk = 64;  // packets per stage-by-stage round
 
@@ -145,13 +145,21 @@ class AgqFastProgram final : public AgqSwitchProgram {
   // False: decided at admission (a row of another instance: the packet's
   // decision is Decision::handoff), no register stage, no meta.
   [[gnu::always_inline]] bool admit(tna::BurstPacket& p, const AgqFrame& f, Meta& m, JobMemo& memo);
-  [[gnu::always_inline]] void registers(Meta& m);
-  [[gnu::always_inline]] void lanes(Meta& m, bool add, bool extract);
+  template <class Lanes> [[gnu::always_inline]] void registers(Meta& m);
+  template <class Lanes> [[gnu::always_inline]] void lanes(Meta& m, bool add, bool extract);
   [[gnu::always_inline]] void forward(tna::BurstPacket& p, Meta& m);
+  // process_burst() once per lane kernel (lanes_simd.hpp), each compiled
+  // for the kernel's target with the lane pass inlined; simd_ picks one.
+  template <class Lanes> [[gnu::always_inline]] void run_burst(tna::BurstPacket* pkts, unsigned n);
+  void burst_scalar(tna::BurstPacket* pkts, unsigned n);
+#if defined(__x86_64__)
+  AGQ_TARGET_AVX2 void burst_avx2(tna::BurstPacket* pkts, unsigned n);
+  AGQ_TARGET_AVX512 void burst_avx512(tna::BurstPacket* pkts, unsigned n);
+#endif
 
   JobBook book_;
   const FastTables& t_;
-  const LaneKernels* kernels_;
+  Simd simd_;
   uint16_t epoch_ = 0;
   // job_t: job id -> 1 + index into jobs_ (0: job_miss).
   std::vector<uint16_t> job_slot_;

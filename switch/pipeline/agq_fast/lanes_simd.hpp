@@ -1,11 +1,21 @@
 // lane_add / lane_clear over a row half: the 16 or 32 register actions of a
 // pass, side by side (32 stateful ALUs on Tofino; 4 AVX2 or 2 AVX-512
-// vectors here). The kernel is chosen once per program from what the CPU
-// supports (__builtin_cpu_supports; each kernel compiled for its own target,
-// so one binary runs on any x86-64), never per packet.
+// vectors here). Three kernels, each a struct of inline functions carrying
+// its own target attribute (no -m flag needed): the program instantiates
+// its whole register stage once per kernel, inside a function of the same
+// target, so the lane pass is inlined where the packet's metadata already
+// sits in registers (perf: the out-of-line call through a kernel table
+// cost ~4% of the agq replay). Which one runs is chosen once per program
+// from what the CPU supports (__builtin_cpu_supports), never per packet: one
+// binary runs on any x86-64.
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 namespace agq::pipeline::agq::fast {
 
@@ -27,13 +37,84 @@ struct LaneOp {
   bool extract_on = false;
 };
 
-struct LaneKernels {
-  Simd simd;
-  void (*lane_add)(uint32_t* cells, uint8_t* wire, unsigned n, const LaneOp& op);
-  void (*lane_clear)(uint32_t* cells, uint32_t keep, unsigned n);  // cells &= keep
+// Each kernel: add(cells, wire, n, op) as above; clear(cells, keep, n):
+// cells &= keep. n is 16 or 32.
+struct LanesScalar {
+  static constexpr Simd simd = Simd::Scalar;
+  [[gnu::always_inline]] static inline void add(uint32_t* cells, uint8_t* wire, unsigned n, const LaneOp& op) {
+    for (unsigned k = 0; k < n; ++k) {
+      uint32_t x;
+      std::memcpy(&x, wire + 4 * k, 4);
+      x = ((__builtin_bswap32(x) >> op.trunc) & op.value_mask) << op.align;
+      const uint32_t c = cells[k] += x;
+      if (op.extract_on) {
+        const uint32_t r = __builtin_bswap32((c >> op.extract) & op.result_mask);
+        std::memcpy(wire + 4 * k, &r, 4);
+      }
+    }
+  }
+  [[gnu::always_inline]] static inline void clear(uint32_t* cells, uint32_t keep, unsigned n) {
+    for (unsigned k = 0; k < n; ++k) cells[k] &= keep;
+  }
 };
 
-// The kernels of `s` (which must be supported).
-const LaneKernels& lane_kernels(Simd s);
+#if defined(__x86_64__)
+#define AGQ_TARGET_AVX2 __attribute__((target("avx2")))
+#define AGQ_TARGET_AVX512 __attribute__((target("avx512f,avx512bw")))
+
+struct LanesAvx2 {  // 8 lanes per vector
+  static constexpr Simd simd = Simd::Avx2;
+  AGQ_TARGET_AVX2 static inline void add(uint32_t* cells, uint8_t* wire, unsigned n,
+                                                                const LaneOp& op) {
+    const __m256i bswap = _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12,  //
+                                           3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
+    const __m128i trunc = _mm_cvtsi32_si128(op.trunc), align = _mm_cvtsi32_si128(op.align),
+                  extract = _mm_cvtsi32_si128(op.extract);
+    const __m256i vmask = _mm256_set1_epi32(int(op.value_mask)), rmask = _mm256_set1_epi32(int(op.result_mask));
+    for (unsigned k = 0; k < n; k += 8) {
+      __m256i* w = reinterpret_cast<__m256i*>(wire + 4 * k);
+      __m256i* c = reinterpret_cast<__m256i*>(cells + k);
+      __m256i x = _mm256_shuffle_epi8(_mm256_loadu_si256(w), bswap);
+      x = _mm256_sll_epi32(_mm256_and_si256(_mm256_srl_epi32(x, trunc), vmask), align);
+      const __m256i sum = _mm256_add_epi32(_mm256_load_si256(c), x);
+      _mm256_store_si256(c, sum);
+      if (op.extract_on)
+        _mm256_storeu_si256(w, _mm256_shuffle_epi8(_mm256_and_si256(_mm256_srl_epi32(sum, extract), rmask), bswap));
+    }
+  }
+  AGQ_TARGET_AVX2 static inline void clear(uint32_t* cells, uint32_t keep, unsigned n) {
+    const __m256i m = _mm256_set1_epi32(int(keep));
+    for (unsigned k = 0; k < n; k += 8) {
+      __m256i* c = reinterpret_cast<__m256i*>(cells + k);
+      _mm256_store_si256(c, _mm256_and_si256(_mm256_load_si256(c), m));
+    }
+  }
+};
+
+struct LanesAvx512 {  // 16 lanes per vector
+  static constexpr Simd simd = Simd::Avx512;
+  AGQ_TARGET_AVX512 static inline void add(uint32_t* cells, uint8_t* wire, unsigned n,
+                                                                  const LaneOp& op) {
+    const __m512i bswap =
+        _mm512_broadcast_i32x4(_mm_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12));
+    const __m128i trunc = _mm_cvtsi32_si128(op.trunc), align = _mm_cvtsi32_si128(op.align),
+                  extract = _mm_cvtsi32_si128(op.extract);
+    const __m512i vmask = _mm512_set1_epi32(int(op.value_mask)), rmask = _mm512_set1_epi32(int(op.result_mask));
+    for (unsigned k = 0; k < n; k += 16) {
+      void* w = wire + 4 * k;
+      __m512i x = _mm512_shuffle_epi8(_mm512_loadu_si512(w), bswap);
+      x = _mm512_sll_epi32(_mm512_and_si512(_mm512_srl_epi32(x, trunc), vmask), align);
+      const __m512i sum = _mm512_add_epi32(_mm512_load_si512(cells + k), x);
+      _mm512_store_si512(cells + k, sum);
+      if (op.extract_on)
+        _mm512_storeu_si512(w, _mm512_shuffle_epi8(_mm512_and_si512(_mm512_srl_epi32(sum, extract), rmask), bswap));
+    }
+  }
+  AGQ_TARGET_AVX512 static inline void clear(uint32_t* cells, uint32_t keep, unsigned n) {
+    const __m512i m = _mm512_set1_epi32(int(keep));
+    for (unsigned k = 0; k < n; k += 16) _mm512_store_si512(cells + k, _mm512_and_si512(_mm512_load_si512(cells + k), m));
+  }
+};
+#endif
 
 }  // namespace agq::pipeline::agq::fast
