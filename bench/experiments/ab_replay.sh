@@ -37,11 +37,11 @@ vdevs+=(--vdev=net_null0,no-rx=1 --vdev=net_null1,no-rx=1)
 log="$work/run$$.log"
 for r in $(seq "$reps"); do
   for b in "$@"; do
-    timeout $((secs + 4)) "$b" --no-huge -m 1024 --no-pci -l "${LCORE:-0}" --file-prefix ab$$ --log-level=warning \
+    timeout -s INT $((secs + 4)) "$b" --no-huge -m 1024 --no-pci -l "${LCORE:-0}" --file-prefix ab$$ --log-level=warning \
       --no-telemetry "${vdevs[@]}" -- --config "$work/agq.toml" --ctl-socket "$work/ab$$.sock" --idle-sleep-us 0 \
       --stats-interval 1 --quiet >"$log" 2>&1 || true
     mpps=$(grep "stats: rx" "$log" | tail -n +3 | awk '{print $3}' | sort -n | awk '{a[NR]=$1} END {if (NR) print a[int((NR+1)/2)]; else print "none"}')
-    echo "rep $r $b $mpps"
+    echo "rep $r $b $mpps $(grep -h '^PHASES' "$log" || true)"
   done
 done
 rm -f "$log"
