@@ -613,7 +613,12 @@ void SwitchDataplane::apply_decisions(Lcore& c, rte_mbuf** pkts, uint16_t n, Dec
 void SwitchDataplane::multicast(Lcore& c, rte_mbuf* m, const tna::Decision& d, bool sim_tx) {
   auto& reps = c.replicas;
   unsigned n = 0;
-  const std::vector<tna::Replica>& group = c.pre->members(d.group);
+  const std::vector<tna::Replica>* gp = c.pre->find(d.group);
+  if (unlikely(gp == nullptr)) {  // an unknown group: no member
+    rte_pktmbuf_free(m);
+    return;
+  }
+  const std::vector<tna::Replica>& group = *gp;
   const uint16_t nports = ports_.count();
   const unsigned take = unsigned(std::min<std::size_t>(group.size(), kMaxReplicas));
   // One test per member in the common case (a member on a port that
@@ -661,13 +666,22 @@ void SwitchDataplane::multicast(Lcore& c, rte_mbuf* m, const tna::Decision& d, b
   // 32-lane RESULT, plus its rewrite), the original last.
   auto& bufs = c.copies;
   unsigned k = n - 1;
-  const unsigned from_spare = std::min<unsigned>(k, c.nspare);
-  c.nspare = uint16_t(c.nspare - from_spare);
-  rte_memcpy(bufs.data(), c.spare.data() + c.nspare, from_spare * sizeof(rte_mbuf*));
-  if (k > from_spare &&
-      rte_mempool_get_bulk(ports_.pool(), reinterpret_cast<void**>(bufs.data() + from_spare), k - from_spare) != 0) {
-    c.counters.clone_failures.add(k - from_spare);
-    rte_pktmbuf_free_bulk(bufs.data(), from_spare);
+  if (c.nspare < k) {
+    // The stash runs dry (RESULTs with no absorbed DATA in this lcore's
+    // recent bursts): refilled up to a burst in one pool operation rather
+    // than one per RESULT -- the pool's per-lcore cache hands back the
+    // mbufs the tx side just freed, as warm as any spare.
+    rte_mempool* const pool = ports_.pool();
+    const unsigned want = std::max<unsigned>(opt_.burst, k) - c.nspare;
+    if (rte_mempool_get_bulk(pool, reinterpret_cast<void**>(c.spare.data() + c.nspare), want) == 0)
+      c.nspare = uint16_t(c.nspare + want);
+    else if (rte_mempool_get_bulk(pool, reinterpret_cast<void**>(c.spare.data() + c.nspare), k - c.nspare) == 0)
+      c.nspare = uint16_t(k);
+  }
+  if (likely(c.nspare >= k)) {
+    for (unsigned i = 0; i < k; ++i) bufs[i] = c.spare[--c.nspare];
+  } else {  // the pool is empty: only the original goes, to the last member
+    c.counters.clone_failures.add(k);
     reps[0] = reps[n - 1];
     k = 0;
   }

@@ -49,6 +49,10 @@ class ReplicationEngine {
     static const std::vector<Replica> none;
     return g < flat_.size() && flat_[g] ? *flat_[g] : none;
   }
+  // The same, null for an unknown group: the dataplane's lookup per
+  // multicast packet (no function-local static, whose guard is a load and
+  // a branch per call).
+  const std::vector<Replica>* find(McastGroupId g) const { return g < flat_.size() ? flat_[g] : nullptr; }
   std::vector<PortId> member_ports(McastGroupId g) const {
     std::vector<PortId> out;
     for (const Replica& r : members(g)) out.push_back(r.port);

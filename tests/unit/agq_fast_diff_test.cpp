@@ -633,6 +633,61 @@ TEST(AgqFastDiff, IncrementalChecksumKeepsAWrongChecksumWrong) {
   }
 }
 
+// The burst memo's frame template (JobMemo::frame) stands for one
+// req_width: a DATA of the same job with another req_width that cannot
+// become the template (VLAN-tagged) must drop it, or the next untagged DATA
+// shaped like the old template would take the new req_units. Found by
+// InstancesOfLcoresTogetherEqualTheModel (3 lcores); pinned down here in one
+// burst: A (untagged, 16 bits) sets the template, B (tagged, 12 bits) moves
+// the memo's req_width, C (untagged, 16 bits, a new slot) is allocated
+// with 16 bits, D completes C's slot; the RESULT says 16 bits granted.
+TEST(AgqFastDiff, FrameTemplateFollowsTheMemosReqWidth) {
+  for (fast::Simd simd : variants()) {
+    Programs p(simd);
+    const JobSpec j = job_spec(1, 2, 8, 8);
+    ASSERT_FALSE(p.model.add_job(j));
+    ASSERT_FALSE(p.fast().add_job(j));
+    const std::vector<uint32_t> lanes(32, 3);
+    auto tagged = [](std::vector<uint8_t> f) {
+      const uint8_t tag[4] = {0x81, 0x00, 0x00, 0x05};
+      f.insert(f.begin() + 12, tag, tag + 4);
+      return f;
+    };
+    const std::vector<std::pair<std::vector<uint8_t>, uint8_t>> frames = {
+        {worker_frame(j, 0, data_pkt(j, 0, 0, 0, 16, lanes)), 0},
+        {tagged(worker_frame(j, 0, data_pkt(j, 0, 1, 0, 12, lanes))), 0},
+        {worker_frame(j, 0, data_pkt(j, 0, 2, 0, 16, lanes)), 0},
+        {worker_frame(j, 1, data_pkt(j, 1, 2, 0, 16, lanes)), 1},
+    };
+    std::vector<std::vector<uint8_t>> model_bytes, fast_bytes;
+    std::vector<tna::BurstPacket> burst;
+    for (const auto& [f, w] : frames) {
+      model_bytes.push_back(f);
+      fast_bytes.push_back(f);
+    }
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+      tna::BurstPacket b{};
+      b.bytes = fast_bytes[i].data();
+      b.len = uint16_t(fast_bytes[i].size());
+      b.md.ingress_port = j.workers[frames[i].second].port;
+      burst.push_back(b);
+    }
+    p.fast().process_burst(burst.data(), unsigned(burst.size()));
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+      tna::IngressIntrinsicMd md;
+      md.ingress_port = j.workers[frames[i].second].port;
+      const Decision dm = p.model.process(model_bytes[i], md);
+      const std::string what = std::string(fast::to_string(simd)) + " frame " + std::to_string(i);
+      ASSERT_TRUE(same(dm, burst[i].decision)) << what << ": model " << describe(dm) << ", fast "
+                                               << describe(burst[i].decision);
+      ASSERT_EQ(model_bytes[i], fast_bytes[i]) << what;
+    }
+    ASSERT_EQ(burst[3].decision.kind, Decision::Kind::Multicast);
+    EXPECT_EQ(fast_bytes[3][42 + fast::kWidth], 16);
+    expect_same_cells(p, fast::to_string(simd));
+  }
+}
+
 // locate_agq()'s untagged fast shape (three masked word compares) against
 // its generic field-by-field path, on agq frames of both lane profiles,
 // every other kind of traffic, and their mutations -- including single-byte

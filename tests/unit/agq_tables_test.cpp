@@ -205,18 +205,18 @@ TEST(AgqEncoding, DecodeRoundTripRandom) {
 TEST(AgqRegisters, PairedActionsTouchOneHalf) {
   agq::tna::Register<Pair<uint32_t>> r("lane00", 4);
   EXPECT_EQ(lane_add(r, 1, 5).execute(2), 5u);
-  EXPECT_EQ(r.read(2).lo, 0u);
+  EXPECT_EQ(r.read(2).lo(), 0u);
   EXPECT_EQ(lane_clear(r, 1, ~0xFu).execute(2), 0u);
   agq::tna::Register<Pair<uint32_t>> bm("slot_bitmap", 1);
   bm.write(0, {0x0, 0x3});
   EXPECT_EQ(slot_bitmap_add(bm, 0, 0x2).execute(0), 0u);
-  EXPECT_EQ(bm.read(0).lo, 0x2u);
-  EXPECT_EQ(bm.read(0).hi, 0x1u);  // worker 1 moved on from version 1
+  EXPECT_EQ(bm.read(0).lo(), 0x2u);
+  EXPECT_EQ(bm.read(0).hi(), 0x1u);  // worker 1 moved on from version 1
   agq::tna::Register<Pair<uint8_t>> cnt("slot_count", 1);
   cnt.write(0, {2, 0});
   EXPECT_EQ(slot_count_inc(cnt, 0, 2).execute(0), 1);  // N -> 1: a new use
   agq::tna::Register<Pair<uint8_t>> occ("row_occupancy", 1);
   EXPECT_EQ(row_occupancy_cas(occ, 0, 0x00, 0xF0).execute(0), 1);
   EXPECT_EQ(row_occupancy_cas(occ, 0, 0x00, 0x0F).execute(0), 0);
-  EXPECT_EQ(occ.read(0).lo, 0xF0);
+  EXPECT_EQ(occ.read(0).lo(), 0xF0);
 }

@@ -126,9 +126,9 @@ SwitchProgram::NamedCells AgqSwitchProgram::dump_aggregator(uint32_t row) const 
   auto pair = [&out](const char* reg, const std::string& idx, auto cell) {
     std::string name = reg;
     name += idx;
-    out.emplace_back(name + ".v0", uint64_t(cell.lo));
+    out.emplace_back(name + ".v0", uint64_t(cell.lo()));
     name += ".v1";
-    out.emplace_back(std::move(name), uint64_t(cell.hi));
+    out.emplace_back(std::move(name), uint64_t(cell.hi()));
   };
   pair("row_occupancy", "", r.row_occupancy(row));
   for (unsigned k = 0; k < unsigned(proto::kAgqLanes); ++k) pair(Registers::lane_name(k), "", r.lane(row, k));

@@ -65,11 +65,16 @@ struct JobPlacement {
   uint8_t guard = 0;             // g = ceil(log2 N)
 };
 
+// A register cell pair: half v (0 or 1, the version bit of the frame's
+// flags) is the cell the _v<v> RegisterAction uses. Indexed, not selected:
+// half(v) is an address computation, no branch or conditional move.
 template <typename T>
 struct Pair {
-  T lo{}, hi{};
-  T& half(unsigned v) { return v ? hi : lo; }
-  T& other(unsigned v) { return v ? lo : hi; }
+  T cell[2]{};
+  T& half(unsigned v) { return cell[v]; }
+  T& other(unsigned v) { return cell[v ^ 1]; }
+  T lo() const { return cell[0]; }
+  T hi() const { return cell[1]; }
   bool operator==(const Pair&) const = default;
 };
 

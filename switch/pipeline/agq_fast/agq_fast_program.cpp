@@ -128,12 +128,21 @@ inline void AgqFastProgram::run_burst(tna::BurstPacket* pkts, unsigned n) {
       // and admitted there; only other frames take the generic parse
       // (parse_view() agrees with parse(), which the model runs) and its
       // FrameView.
+      // A DATA shaped like the memo's (JobMemo::frame): admitted without
+      // locate_agq() or the header checks the template stands for.
+      if (memo.frame_len != 0 && p[i].len == memo.frame_len &&
+          Lanes::frame_matches(p[i].bytes, memo.frame, JobMemo::kFrameBytes)) {
+        static constexpr AgqFrame kUntagged{14, 14 + kIpToAgq};
+        if (admit<true>(p[i], kUntagged, meta[i], memo)) admitted[na++] = uint8_t(i);
+        run = false;
+        continue;
+      }
       if (model && same_parse(p[model_i].bytes, p[model_i].len, *model, p[i].bytes, p[i].len)) {
         views[i] = *model;
       } else {
         AgqFrame f;
         if (locate_agq(p[i].bytes, p[i].len, f)) {
-          if (admit(p[i], f, meta[i], memo)) admitted[na++] = uint8_t(i);
+          if (admit<false>(p[i], f, meta[i], memo)) admitted[na++] = uint8_t(i);
           run = false;
           continue;
         }
@@ -196,34 +205,43 @@ bool AgqFastProgram::process_run(tna::BurstPacket& first, unsigned n) {
 // ---- stage 0: parser, header sanity, job_t, worker_t (Ingress::validate);
 // stages 1-2: slot and row indices. Nothing of any job is touched here.
 // `v`: the frame's parse, with a valid agq header.
+template <bool kKnown>
 inline bool AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& m, JobMemo& memo) {
   // locate_agq() found the agq header: Ethernet, at most one tag, IPv4 IHL
   // 5 not a fragment, UDP to 50100, the whole header present.
   ++c_.agq_packets;
   m.frame = p.bytes;
-  m.worker = &kWorkerMiss;
-  m.slot = nullptr;
-  m.verdict = Verdict::Drop;
-  m.drop = AgqDrop::None;
   m.ip = p.bytes + f.l3;
   uint8_t* h = m.h = p.bytes + f.agq;
   m.flags = h[kFlags];
   auto reject = [&m](AgqDrop why) {
+    m.slot = nullptr;
     m.drop = why;
     m.verdict = Verdict::Drop;
     return true;
   };
-  uint8_t type = kTypeData;
-  uint64_t head;
-  std::memcpy(&head, h, sizeof head);
   static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__);
-  if ((head & JobMemo::kDataMask) == memo.data && h[kNLanes] == memo.lanes) [[likely]] {
-    // A DATA of the memo's job, its num_workers and lane profile: the
-    // checks below up to worker_t would all pass (JobMemo).
-    m.job = memo.job;
+  uint64_t head, tail;
+  std::memcpy(&head, h, sizeof head);
+  std::memcpy(&tail, h + kReqWidth, sizeof tail);
+  static_assert(kNLanes - kReqWidth == 5, "JobMemo::kTailMask: n_lanes is byte 5 of the tail word");
+  const uint8_t wid = h[kWorkerId];
+  const uint32_t src = load_be32(m.ip + kIpSrc);
+  const uint16_t slot = load_be16(h + kSlot);
+  if (kKnown || ((head & JobMemo::kDataMask) == memo.data && (tail & JobMemo::kTailMask) == memo.tail)) [[likely]] {
+    // A DATA of the memo's job, its num_workers, lane profile and a
+    // req_width already found valid: of the checks below only worker_t's
+    // (hit, port, address) and the slot's remain (JobMemo).
+    const JobEntry* job = m.job = memo.job;
+    m.worker = wid < kMaxWorkers ? &job->worker[wid] : &kWorkerMiss;
+    if (!m.worker->hit || m.worker->port != p.md.ingress_port || m.worker->ipv4 != src)
+      return reject(AgqDrop::BadWorker);
+    if (slot >= job->job.slots) return reject(AgqDrop::BadSlot);
+    m.req_units = memo.req_units;
   } else {
+    m.worker = &kWorkerMiss;
     m.job = nullptr;
-    type = h[kVerType] & 0x0F;
+    const uint8_t type = h[kVerType] & 0x0F;
     const uint8_t n_lanes = h[kNLanes];
     if ((h[kVerType] >> 4) != proto::kAgqVersion || (n_lanes != proto::kAgqLanes && n_lanes != proto::kAgqLanesT1) ||
         (type != kTypeData && type != kTypePsResult))
@@ -236,41 +254,53 @@ inline bool AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& 
       memo.id = job_id;
       memo.job = job_of(job_id);
       memo.data = JobMemo::kNoData;
-      if (memo.job) {
+      memo.tail = JobMemo::kNoTail;
+      memo.frame_len = 0;
+      if (memo.job)
         memo.data = uint64_t(proto::kAgqVersion << 4 | kTypeData) | uint64_t(job_id >> 8) << 16 |
                     uint64_t(job_id & 0xFF) << 24 | uint64_t(memo.job->job.num_workers) << 40;
-        memo.lanes = memo.job->job.lanes;
-      }
     }
     m.job = memo.job;
     if (!m.job) return reject(AgqDrop::UnknownJob);
     if (n_lanes != m.job->job.lanes) return reject(AgqDrop::Malformed);
+    const JobAction& job = m.job->job;
+    if (wid < kMaxWorkers) m.worker = &m.job->worker[wid];
+    if (type == kTypeData) {
+      if (!m.worker->hit || m.worker->port != p.md.ingress_port || m.worker->ipv4 != src ||
+          h[kNumWorkers] != job.num_workers)
+        return reject(AgqDrop::BadWorker);
+    } else {
+      const bool unicast = (m.flags & proto::kAgqFlagRetransmit) != 0;
+      if (p.md.ingress_port != job.ps_port || src != job.ps_ipv4 || (unicast && !m.worker->hit))
+        return reject(AgqDrop::BadWorker);
+    }
+    if (slot >= job.slots) return reject(AgqDrop::BadSlot);
+    if (type == kTypePsResult) {  // stateless: straight to agq_forward_t
+      ++c_.ingress.ps_results;
+      m.slot = nullptr;
+      m.drop = AgqDrop::None;
+      m.verdict = (m.flags & proto::kAgqFlagRetransmit) ? Verdict::PsResultUnicast : Verdict::PsResult;
+      return true;
+    }
+    const uint8_t req = h[kReqWidth];
+    if (req % 4 != 0 || req < 4 || req > 32) return reject(AgqDrop::BadWidth);
+    m.req_units = std::min<uint8_t>(uint8_t(req >> 2), job.max_units);
+    // This DATA passed every check the memo stands for: the next ones
+    // with its req_width (and, untagged, its first 64 bytes' fixed fields)
+    // skip them.
+    memo.tail = uint64_t(req) | uint64_t(n_lanes) << 40;
+    memo.req_units = m.req_units;
+    // The template must stand for the same req_units: replaced, or
+    // dropped when this frame cannot be one (tagged, or short).
+    memo.frame_len = 0;
+    if (f.l3 == 14 && p.len >= sizeof memo.frame) {
+      std::memcpy(memo.frame, p.bytes, sizeof memo.frame);
+      memo.frame_len = p.len;
+    }
   }
   const JobAction& job = m.job->job;
-  const uint8_t wid = h[kWorkerId];
-  if (wid < kMaxWorkers) m.worker = &m.job->worker[wid];
-  const uint32_t src = load_be32(m.ip + kIpSrc);
-  if (type == kTypeData) {
-    if (!m.worker->hit || m.worker->port != p.md.ingress_port || m.worker->ipv4 != src ||
-        h[kNumWorkers] != job.num_workers)
-      return reject(AgqDrop::BadWorker);
-  } else {
-    const bool unicast = (m.flags & proto::kAgqFlagRetransmit) != 0;
-    if (p.md.ingress_port != job.ps_port || src != job.ps_ipv4 || (unicast && !m.worker->hit))
-      return reject(AgqDrop::BadWorker);
-  }
-  const uint16_t slot = load_be16(h + kSlot);
-  if (slot >= job.slots) return reject(AgqDrop::BadSlot);
-  if (type == kTypePsResult) {  // stateless: straight to agq_forward_t
-    ++c_.ingress.ps_results;
-    m.verdict = (m.flags & proto::kAgqFlagRetransmit) ? Verdict::PsResultUnicast : Verdict::PsResult;
-    return true;
-  }
-  const uint8_t req = h[kReqWidth];
-  if (req % 4 != 0 || req < 4 || req > 32) return reject(AgqDrop::BadWidth);
-  // slot_row_t: the job's constant shift.
+  m.drop = AgqDrop::None;
   m.v = m.flags & proto::kAgqFlagVersion;
-  m.req_units = std::min<uint8_t>(uint8_t(req >> 2), job.max_units);
   // slot_row_t, then the owner-major layout (row_layout.hpp): the row's
   // index among the rows of the job this instance holds.
   const JobRows& rows = m.job->rows;

@@ -127,24 +127,48 @@ class AgqFastProgram final : public AgqSwitchProgram {
     return i ? &jobs_[i - 1] : nullptr;
   }
   // job_t's last lookup inside one process_burst() call (0x10000: none),
-  // and the header bytes a DATA of that job carries whatever its worker
-  // and slot: agq header bytes 0-7 as a little-endian word under
-  // kDataMask (version/type, job_id, num_workers) must equal `data`, and
-  // n_lanes must equal `lanes`. A frame that matches passes every check
-  // of admit() up to worker_t exactly as the field-by-field path would
-  // (tests/unit/agq_fast_diff_test.cpp); kNoData never matches.
+  // and what a DATA of that job carries whatever its worker and slot:
+  // agq header bytes 0-7 as a little-endian word under kDataMask
+  // (version/type, job_id, num_workers) must equal `data`, and bytes 12-19
+  // under kTailMask (req_width, n_lanes) must equal `tail`, the req_width
+  // of the last DATA of the job that passed every check, whose req_units
+  // the memo keeps. A frame that matches passes every check of admit()
+  // but worker_t's and the slot's exactly as the field-by-field path
+  // would (tests/unit/agq_fast_diff_test.cpp); kNoData and kNoTail never
+  // match.
+  //
+  // `frame` holds that DATA's first 64 bytes when it had the untagged
+  // shape: every byte locate_agq()'s fast shape and the checks above read
+  // lies in them (kFrameBytes), so a frame of the same length equal to it
+  // in those bytes is agq traffic of the memo's job with the same result
+  // of every such check -- one 64-byte compare on the vector pipes
+  // (Lanes::frame_matches) instead of ~25 integer operations, which are
+  // what admission's time is made of (docs/ARCHITECTURE.md, "Per-core cost
+  // model"). frame_len 0: no template.
   struct JobMemo {
     static constexpr uint64_t kDataMask = 0x0000FF00FFFF00FFull;
     static constexpr uint64_t kNoData = 0x100;  // a bit outside kDataMask
+    static constexpr uint64_t kTailMask = 0x0000FF00000000FFull;
+    static constexpr uint64_t kNoTail = 0x100;  // a bit outside kTailMask
+    // Ethernet type and IPv4 version/IHL (12-14), flags and fragment
+    // offset (20-21), protocol (23), UDP destination port (36-37); agq
+    // version/type (42), job_id (44-45), num_workers (47), req_width (54),
+    // n_lanes (59).
+    static constexpr uint64_t kFrameBytes = 1ull << 12 | 1ull << 13 | 1ull << 14 | 1ull << 20 | 1ull << 21 |
+                                            1ull << 23 | 1ull << 36 | 1ull << 37 | 1ull << 42 | 1ull << 44 |
+                                            1ull << 45 | 1ull << 47 | 1ull << 54 | 1ull << 59;
     uint32_t id = 0x10000;
     const JobEntry* job = nullptr;
     uint64_t data = kNoData;
-    uint8_t lanes = 0;
+    uint64_t tail = kNoTail;
+    uint8_t req_units = 0;
+    uint16_t frame_len = 0;
+    alignas(64) uint8_t frame[64];
   };
   // The stages of one packet; inlined into process_burst()'s loops.
   // False: decided at admission (a row of another instance: the packet's
   // decision is Decision::handoff), no register stage, no meta.
-  [[gnu::always_inline]] bool admit(tna::BurstPacket& p, const AgqFrame& f, Meta& m, JobMemo& memo);
+  template <bool kKnown> [[gnu::always_inline]] bool admit(tna::BurstPacket& p, const AgqFrame& f, Meta& m, JobMemo& memo);
   template <class Lanes> [[gnu::always_inline]] void registers(Meta& m);
   template <class Lanes> [[gnu::always_inline]] void lanes(Meta& m, bool add, bool extract);
   [[gnu::always_inline]] void forward(tna::BurstPacket& p, Meta& m);

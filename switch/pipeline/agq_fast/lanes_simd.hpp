@@ -38,7 +38,9 @@ struct LaneOp {
 };
 
 // Each kernel: add(cells, wire, n, op) as above; clear(cells, keep, n):
-// cells &= keep. n is 16 or 32.
+// cells &= keep. n is 16 or 32. And, for admission on the same target's
+// pipes, frame_matches(frame, tmpl, bytes): a frame's first 64 bytes equal
+// a template's at every byte set in `bytes` (AgqFastProgram::JobMemo).
 struct LanesScalar {
   static constexpr Simd simd = Simd::Scalar;
   [[gnu::always_inline]] static inline void add(uint32_t* cells, uint8_t* wire, unsigned n, const LaneOp& op) {
@@ -55,6 +57,19 @@ struct LanesScalar {
   }
   [[gnu::always_inline]] static inline void clear(uint32_t* cells, uint32_t keep, unsigned n) {
     for (unsigned k = 0; k < n; ++k) cells[k] &= keep;
+  }
+  // Both frame and tmpl have 64 readable bytes. Here: word by word.
+  [[gnu::always_inline]] static inline bool frame_matches(const uint8_t* frame, const uint8_t* tmpl, uint64_t bytes) {
+    uint64_t diff = 0;
+    for (unsigned w = 0; w < 8; ++w) {
+      uint64_t a, b, m = 0;
+      std::memcpy(&a, frame + 8 * w, 8);
+      std::memcpy(&b, tmpl + 8 * w, 8);
+      for (unsigned k = 0; k < 8; ++k)
+        if (bytes >> (8 * w + k) & 1) m |= uint64_t(0xFF) << (8 * k);
+      diff |= (a ^ b) & m;
+    }
+    return diff == 0;
   }
 };
 
@@ -89,6 +104,14 @@ struct LanesAvx2 {  // 8 lanes per vector
       _mm256_store_si256(c, _mm256_and_si256(_mm256_load_si256(c), m));
     }
   }
+  AGQ_TARGET_AVX2 static inline bool frame_matches(const uint8_t* frame, const uint8_t* tmpl, uint64_t bytes) {
+    const auto eq = [](const uint8_t* a, const uint8_t* b) {
+      return uint32_t(_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a)),
+                                                             _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b)))));
+    };
+    const uint64_t same = uint64_t(eq(frame, tmpl)) | uint64_t(eq(frame + 32, tmpl + 32)) << 32;
+    return (bytes & ~same) == 0;
+  }
 };
 
 struct LanesAvx512 {  // 16 lanes per vector
@@ -113,6 +136,9 @@ struct LanesAvx512 {  // 16 lanes per vector
   AGQ_TARGET_AVX512 static inline void clear(uint32_t* cells, uint32_t keep, unsigned n) {
     const __m512i m = _mm512_set1_epi32(int(keep));
     for (unsigned k = 0; k < n; k += 16) _mm512_store_si512(cells + k, _mm512_and_si512(_mm512_load_si512(cells + k), m));
+  }
+  AGQ_TARGET_AVX512 static inline bool frame_matches(const uint8_t* frame, const uint8_t* tmpl, uint64_t bytes) {
+    return _mm512_mask_cmpneq_epu8_mask(__mmask64(bytes), _mm512_loadu_si512(frame), _mm512_loadu_si512(tmpl)) == 0;
   }
 };
 #endif
