@@ -623,6 +623,10 @@ class Bench:
         lat_secs = 1.5 if self.quick else 3
         low = 0.05  # Mpps: one packet every 20 us, no queueing anywhere
         runs, lat = [], []
+        # The generator runs on the other vCPU, so every memif rate follows
+        # the host's vCPU placement (xcore_ns): probed before each device's
+        # runs and at the end of each rep, printed beside the table.
+        placement: list[list[tuple[str, float | None]]] = []
         switch_cap: dict = {}  # the switch's saturation rate: sets the 80% load, for testpmd too
         for r in range(reps):
             # Interleaved, alternating order; a testpmd-first rep uses the
@@ -631,7 +635,9 @@ class Bench:
             if r % 2:
                 order.reverse()
             res = {t: {} for t in self.traffics()}
+            placement.append([])
             for dut in order:
+                placement[-1].append((dut, self.xcore_ns()))
                 # testpmd forwards every traffic as it is: one instance; the
                 # switch runs the pipeline of the traffic (l2 on classic).
                 groups = {}
@@ -676,6 +682,7 @@ class Bench:
                                             "p99_ns": g["lat_p99_ns"], "p999_ns": g["lat_p999_ns"],
                                             "max_ns": g["lat_max_ns"], "samples": g["lat_samples"]})
                     self.procs.stop(p)
+            placement[-1].append(("end", self.xcore_ns()))
             for t in self.traffics():
                 runs.append({"rep": r, "traffic": t, "lcores": 1, **res[t]})
         lat_sum = []
@@ -688,7 +695,7 @@ class Bench:
                                         "rate_mpps": median([x["rate_mpps"] for x in xs]),
                                         **{k: median([x[k] for x in xs]) for k in ("p50_ns", "p99_ns", "p999_ns")}})
         return {"seconds_per_run": secs, "reps": reps, "runs": runs, "summary": summarize(runs),
-                "latency_runs": lat, "latency": lat_sum,
+                "latency_runs": lat, "latency": lat_sum, "placement": placement,
                 "generator": "bench_gen --reuse (prebuilt frames, refcount; copy-mode memif client)"}
 
     # ---- end to end: agq-worker through agq-switch vs MPI_Allreduce --------
@@ -1177,6 +1184,14 @@ def markdown(res: dict) -> str:
             for s in r["summary"]:
                 L.append(f"| {s['traffic']} | {fmt(s.get('switch_refused'), 3)} | {fmt(s.get('testpmd_refused'), 3)} |")
             L.append("")
+            if any(v is not None for rep in r.get("placement") or [] for _, v in rep):
+                L += ["Host placement: one-way cache-line latency between the two vCPUs (bench_xcore, ns) "
+                      "before each device's runs and at the end of each rep. The generator runs on the other "
+                      "vCPU, so a device measured while the vCPUs were apart (160-280 ns instead of ~30-60) "
+                      "ran slower for that reason alone.", ""]
+                for i, rep in enumerate(r["placement"]):
+                    L.append(f"- rep {i + 1}: " + ", ".join(f"{d} {fmt(v, 0)}" for d, v in rep))
+                L.append("")
         if r.get("scaling"):
             L += ["Lcore scaling (agq-switch, 2 lcores / 1 lcore, per rep, median (min–max)). \"2 steered\": "
                   "every packet arrives on the rx queue of the lcore that owns its shard (one pcap per queue, "
