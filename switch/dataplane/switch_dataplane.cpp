@@ -17,7 +17,9 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
+#include <cstring>
 #include <span>
 #include <stdexcept>
 
@@ -68,6 +70,11 @@ struct SwitchDataplane::Lcore {
   std::array<tna::Replica, kMaxReplicas> replicas;
   std::array<rte_mbuf*, kMaxReplicas> copies;
   std::array<uint8_t*, kMaxReplicas> replica_bytes;
+  // apply_decisions' run of multicast decisions (multicast_run) and its
+  // replica groups for the program's egress.
+  std::array<rte_mbuf*, kMaxBurst> mc_pkts;
+  std::array<const tna::Decision*, kMaxBurst> mc_decisions;
+  std::array<tna::Program::ReplicaGroup, kMaxBurst> groups;
   // Program-dropped mbufs (absorbed agq DATA) kept as the next replicas'
   // buffers instead of a free now and an alloc later: an agq RESULT of N
   // DATA needs N-1 new buffers just as N-1 of its DATA are absorbed. At
@@ -264,6 +271,35 @@ inline uint8_t* init_replica(rte_mbuf* r, uint16_t len, uint16_t port) {
   r->vlan_tci_outer = 0;
   return reinterpret_cast<uint8_t*>(r) + sizeof(rte_mbuf) + RTE_PKTMBUF_HEADROOM;  // buf_addr + data_off
 }
+
+// init_replica()'s stores as one 32-byte template for every replica of one
+// length and input port: rte_mbuf bytes 16-47 (data_off, refcnt, nb_segs,
+// port; ol_flags; packet_type, pkt_len, data_len, vlan_tci; hash.rss),
+// then vlan_tci_outer -- two stores per replica instead of eight. refcnt
+// and nb_segs are written as the 1 they already are (the same
+// preconditions as init_replica's).
+struct ReplicaInit {
+  static constexpr std::size_t kAt = 16;
+  uint64_t word[4];
+  uint16_t len, port;
+  ReplicaInit(uint16_t l, uint16_t p) : len(l), port(p) {
+    static_assert(offsetof(rte_mbuf, data_off) == kAt && offsetof(rte_mbuf, refcnt) == 18 &&
+                  offsetof(rte_mbuf, nb_segs) == 20 && offsetof(rte_mbuf, port) == 22 &&
+                  offsetof(rte_mbuf, ol_flags) == 24 && offsetof(rte_mbuf, packet_type) == 32 &&
+                  offsetof(rte_mbuf, pkt_len) == 36 && offsetof(rte_mbuf, data_len) == 40 &&
+                  offsetof(rte_mbuf, vlan_tci) == 42 && offsetof(rte_mbuf, hash) == 44);
+    static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__);
+    word[0] = uint64_t(RTE_PKTMBUF_HEADROOM) | uint64_t(1) << 16 | uint64_t(1) << 32 | uint64_t(p) << 48;
+    word[1] = 0;                   // ol_flags
+    word[2] = uint64_t(l) << 32;   // packet_type 0, pkt_len
+    word[3] = l;                   // data_len; vlan_tci, hash.rss 0
+  }
+  uint8_t* apply(rte_mbuf* r) const {
+    std::memcpy(reinterpret_cast<uint8_t*>(r) + kAt, word, sizeof word);
+    r->vlan_tci_outer = 0;
+    return reinterpret_cast<uint8_t*>(r) + sizeof(rte_mbuf) + RTE_PKTMBUF_HEADROOM;  // buf_addr + data_off
+  }
+};
 
 // rte_pktmbuf_free_bulk's work, inline. Debian's DPDK is shared libraries,
 // and the library's function finds the lcore's mempool cache through the
@@ -547,15 +583,32 @@ void SwitchDataplane::apply_decisions(Lcore& c, rte_mbuf** pkts, uint16_t n, Dec
   const bool sim_tx = drop_sim_.active(SimDir::Tx);
   bool any_drop = false, any_handoff = false;
   {
+    // With an egress control (and the simulator's tx side off), multicast
+    // decisions wait in a run that multicast_run() replicates at once --
+    // before the next unicast, so every port still sends in arrival order.
+    const bool batch_mc = egress_ && !sim_tx;
+    rte_mbuf** const mc_pkts = c.mc_pkts.data();
+    const tna::Decision** const mc_dec = c.mc_decisions.data();
+    unsigned nm = 0;
     TxRun run(c.tx.get());
     for (uint16_t i = 0; i < n; ++i) {
       const tna::Decision& d = decision(i);
       if (likely(d.kind == tna::Decision::Kind::Unicast && d.port < nports)) {
+        if (unlikely(nm != 0)) {
+          run.close();
+          multicast_run(c, mc_pkts, mc_dec, nm);
+          nm = 0;
+        }
         if (likely(!sim_tx))
           run.send(d.port, pkts[i]);
         else
           transmit_sim(c, d.port, pkts[i]);
       } else if (d.kind == tna::Decision::Kind::Multicast) {
+        if (likely(batch_mc)) {
+          mc_pkts[nm] = pkts[i];
+          mc_dec[nm++] = &d;
+          continue;
+        }
         run.close();  // multicast sends through the ports' own batches
         multicast(c, pkts[i], d, sim_tx);
       } else if (d.kind == tna::Decision::Kind::Handoff) {
@@ -573,6 +626,10 @@ void SwitchDataplane::apply_decisions(Lcore& c, rte_mbuf** pkts, uint16_t n, Dec
       } else {
         any_drop = true;
       }
+    }
+    if (nm != 0) {
+      run.close();
+      multicast_run(c, mc_pkts, mc_dec, nm);
     }
   }
   if (any_handoff) handoff(c);
@@ -701,6 +758,86 @@ void SwitchDataplane::multicast(Lcore& c, rte_mbuf* m, const tna::Decision& d, b
   }
   TxRun run(c.tx.get());  // replicas of one group mostly share a port
   for (unsigned i = 0; i <= k; ++i) run.send(reps[i].port, bufs[i]);
+}
+
+// A run of multicast decisions m[i] / d[i] for a program with an egress
+// control, the drop simulator's tx side off: multicast()'s work with what
+// it pays per decision paid per run. A group whose members are all on
+// existing ports other than the pruned one (every agq job's group) is
+// used in place, looked up once for consecutive decisions of one group;
+// the run's buffers come off the spare stash in blocks; each replica's
+// mbuf is reset by a template (ReplicaInit); the program rewrites the
+// groups gathered so far in one egress_groups() call, and they leave in
+// the same order multicast() would send them. A decision for any other
+// group -- pruned or bad members, too many, empty, unknown -- or one the
+// stash and the pool cannot serve goes through multicast() itself, after
+// the groups gathered before it.
+void SwitchDataplane::multicast_run(Lcore& c, rte_mbuf* const* m, const tna::Decision* const* d, unsigned n) {
+  const uint16_t nports = ports_.count();
+  tna::Program::ReplicaGroup* const groups = c.groups.data();
+  rte_mbuf** const bufs = c.copies.data();
+  uint8_t** const out = c.replica_bytes.data();
+  rte_mbuf** const spare = c.spare.data();
+  unsigned ng = 0, used = 0;
+  uint64_t copies = 0;
+  auto flush = [&] {
+    if (ng == 0) return;
+    c.prog->egress_groups(groups, ng);
+    TxRun run(c.tx.get());  // replicas of one group mostly share a port
+    rte_mbuf* const* b = bufs;
+    for (unsigned g = 0; g < ng; ++g) {
+      const tna::Replica* reps = groups[g].reps;
+      for (unsigned i = 0; i < groups[g].n; ++i) run.send(reps[i].port, b[i]);
+      b += groups[g].n;
+    }
+    ng = used = 0;
+  };
+  ReplicaInit init(0, 0);
+  uint32_t memo_group = ~0u;
+  tna::PortId memo_excl = 0;
+  const std::vector<tna::Replica>* gp = nullptr;
+  bool clean = false;
+  for (unsigned j = 0; j < n; ++j) {
+    const tna::Decision& dj = *d[j];
+    if (dj.group != memo_group || dj.exclude_port != memo_excl) {
+      memo_group = dj.group;
+      memo_excl = dj.exclude_port;
+      gp = c.pre->find(dj.group);
+      clean = gp != nullptr && !gp->empty() && gp->size() <= kMaxReplicas;
+      if (clean)
+        for (const tna::Replica& r : *gp) clean &= r.port < nports && r.port != dj.exclude_port;
+    }
+    const unsigned nr = clean ? unsigned(gp->size()) : 0;
+    const unsigned k = nr - 1;
+    if (clean && used + nr > kMaxReplicas) flush();
+    if (clean && c.nspare < k) {  // as in multicast(): refilled up to a burst in one pool operation
+      rte_mempool* const pool = ports_.pool();
+      const unsigned want = std::max<unsigned>(opt_.burst, k) - c.nspare;
+      if (rte_mempool_get_bulk(pool, reinterpret_cast<void**>(spare + c.nspare), want) == 0)
+        c.nspare = uint16_t(c.nspare + want);
+      else if (rte_mempool_get_bulk(pool, reinterpret_cast<void**>(spare + c.nspare), k - c.nspare) == 0)
+        c.nspare = uint16_t(k);
+    }
+    if (unlikely(!clean || c.nspare < k)) {
+      flush();
+      multicast(c, m[j], dj, false);
+      continue;
+    }
+    rte_mbuf** const b = bufs + used;
+    uint8_t** const o = out + used;
+    c.nspare = uint16_t(c.nspare - k);
+    std::memcpy(b, spare + c.nspare, k * sizeof *b);
+    const uint16_t len = m[j]->data_len;
+    if (len != init.len || m[j]->port != init.port) init = ReplicaInit(len, m[j]->port);
+    for (unsigned i = 0; i < k; ++i) o[i] = init.apply(b[i]);
+    b[k] = m[j];
+    o[k] = rte_pktmbuf_mtod(m[j], uint8_t*);
+    groups[ng++] = tna::Program::ReplicaGroup{o[k], len, nr, gp->data(), o};
+    used += nr;
+    copies += k;
+  }
+  flush();
+  if (copies) c.counters.copies.add(copies);
 }
 
 // A multi-queue memif port's queue q >= 1, on its first packets since

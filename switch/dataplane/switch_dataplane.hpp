@@ -137,6 +137,7 @@ class SwitchDataplane {
   void send_run(Lcore& c, rte_mbuf** pkts, uint16_t n, const tna::Decision& d);
   template <typename DecisionOf> void apply_decisions(Lcore& c, rte_mbuf** pkts, uint16_t n, DecisionOf decision);
   void multicast(Lcore& c, rte_mbuf* m, const tna::Decision& d, bool sim_tx);
+  void multicast_run(Lcore& c, rte_mbuf* const* m, const tna::Decision* const* d, unsigned n);
   uint16_t sim_drop_rx(Lcore& c, uint16_t port, rte_mbuf** pkts, uint16_t n);
   void transmit(Lcore& c, uint16_t port, rte_mbuf* m, bool sim_tx);
   void transmit_sim(Lcore& c, uint16_t port, rte_mbuf* m);

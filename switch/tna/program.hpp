@@ -136,6 +136,22 @@ class Program {
     }
   }
 
+  // Several multicast decisions' replicas at once (the dataplane gives a
+  // run of RESULTs of one burst together): group g is egress_replicas(
+  // g.src, g.len, g.reps, g.out, g.n), in order. A program overrides it
+  // when what one group learns serves the next (agq: the job of the
+  // previous RESULT), and so that one call serves a burst's groups.
+  struct ReplicaGroup {
+    const uint8_t* src;
+    uint16_t len;
+    unsigned n;
+    const Replica* reps;
+    uint8_t* const* out;
+  };
+  virtual void egress_groups(const ReplicaGroup* g, unsigned count) {
+    for (unsigned i = 0; i < count; ++i) egress_replicas(g[i].src, g[i].len, g[i].reps, g[i].out, g[i].n);
+  }
+
   // Every counter of the program, in a stable order.
   virtual void visit_counters(const CounterVisitor& visit) const = 0;
   virtual void clear_counters() = 0;

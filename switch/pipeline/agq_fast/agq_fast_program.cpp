@@ -489,32 +489,89 @@ void AgqFastProgram::egress(std::span<uint8_t> bytes, tna::PortId egress_port, u
   egress_replicas(bytes.data(), uint16_t(bytes.size()), &r, &out, 1);
 }
 
-// The group at once: the RESULT's header is found, its job looked up and
-// the IPv4 checksum's unchanging part summed once; each replica is then a
-// copy plus 13 bytes (destination MAC and IPv4, checksum, worker_id).
 void AgqFastProgram::egress_replicas(const uint8_t* src, uint16_t len, const tna::Replica* reps,
                                      uint8_t* const* out, unsigned n) {
-  AgqFrame f;
-  const JobEntry* j = nullptr;
-  if (locate_agq(src, len, f) && (src[f.agq + kVerType] & 0x0F) == uint8_t(AgqType::Result))
-    j = job_of(load_be16(src + f.agq + kJobId));
-  if (!j) {  // floods and other traffic pass unchanged
-    for (unsigned i = 0; i < n; ++i)
-      if (out[i] != src) copy_frame(out[i], src, len);
-    return;
-  }
-  // Read before the loop: out[n-1] may be src itself.
-  const uint32_t sum = ipv4_sum_without(src + f.l3, kIpDst);
-  for (unsigned i = 0; i < n; ++i) {
-    uint8_t* d = out[i];
-    if (d != src) copy_frame(d, src, len);
-    const uint16_t rid = reps[i].rid;
-    if (rid >= kMaxWorkers || !j->worker[rid].hit) continue;
-    const WorkerAction& w = j->worker[rid];
-    set_dst_mac(d, w.mac);
-    proto::store_be16(d + f.l3 + kIpChecksum, ipv4_checksum_with(sum, w.ipv4));
-    proto::store_be32(d + f.l3 + kIpDst, w.ipv4);
-    d[f.agq + kWorkerId] = uint8_t(rid);
+  const ReplicaGroup g{src, len, n, reps, out};
+  egress_groups(&g, 1);
+}
+
+// Group by group: the RESULT's header is found, its job looked up (once
+// for consecutive RESULTs of one job) and the IPv4 checksum's unchanging
+// part summed once; each replica is then a copy plus its worker's rewrite
+// (destination MAC and IPv4, checksum, worker_id): for an untagged RESULT
+// the first 32 bytes blended with the worker's ReplicaPatch, the checksum
+// from its addend, and the worker_id byte.
+void AgqFastProgram::egress_groups(const ReplicaGroup* groups, unsigned count) {
+  uint32_t memo_id = 0x10000;
+  const JobEntry* memo = nullptr;
+  for (unsigned gi = 0; gi < count; ++gi) {
+    const ReplicaGroup& g = groups[gi];
+    const uint8_t* const src = g.src;
+    const uint16_t len = g.len;
+    uint8_t* const* const out = g.out;
+    const unsigned n = g.n;
+    AgqFrame f;
+    const JobEntry* j = nullptr;
+    if (locate_agq(src, len, f) && (src[f.agq + kVerType] & 0x0F) == uint8_t(AgqType::Result)) {
+      const uint16_t id = load_be16(src + f.agq + kJobId);
+      if (id != memo_id) {
+        memo_id = id;
+        memo = job_of(id);
+      }
+      j = memo;
+    }
+    if (!j) {  // floods and other traffic pass unchanged
+      for (unsigned i = 0; i < n; ++i)
+        if (out[i] != src) copy_frame(out[i], src, len);
+      continue;
+    }
+    // Read before the loop: out[n-1] may be src itself.
+    const uint32_t sum = ipv4_sum_without(src + f.l3, kIpDst);
+    const unsigned wid_at = f.agq + kWorkerId;
+#if defined(__AVX2__)
+    if (f.l3 == 14 && len >= 64) {
+      static_assert(14 + kIpToAgq + kWorkerId == 46, "ReplicaPatch::kBytes: worker_id of an untagged frame");
+      const __m256i head0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src));
+      const __m256i head1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + 32));
+      alignas(32) static constexpr auto kBlend = [] {
+        std::array<uint8_t, 64> b{};
+        for (unsigned i = 0; i < 64; ++i) b[i] = (ReplicaPatch::kBytes >> i & 1) ? 0x80 : 0;
+        return b;
+      }();
+      const __m256i blend0 = _mm256_load_si256(reinterpret_cast<const __m256i*>(kBlend.data()));
+      const __m256i blend1 = _mm256_load_si256(reinterpret_cast<const __m256i*>(kBlend.data() + 32));
+      for (unsigned i = 0; i < n; ++i) {
+        uint8_t* d = out[i];
+        // Bytes 64.. first: for a short frame the last move overlaps the
+        // first 64, which the rewrite then writes whole.
+        if (d != src) copy_frame_from64(d, src, len);
+        const uint16_t rid = g.reps[i].rid;
+        if (rid >= kMaxWorkers || !j->worker[rid].hit) {
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), head0);
+          _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 32), head1);
+          continue;
+        }
+        const ReplicaPatch& p = j->patch[rid];
+        const __m256i* line = reinterpret_cast<const __m256i*>(p.line);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), _mm256_blendv_epi8(head0, _mm256_load_si256(line), blend0));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(d + 32),
+                            _mm256_blendv_epi8(head1, _mm256_load_si256(line + 1), blend1));
+        proto::store_be16(d + 14 + kIpChecksum, ipv4_checksum_add(sum, p.dst_sum));
+      }
+      continue;
+    }
+#endif
+    for (unsigned i = 0; i < n; ++i) {
+      uint8_t* d = out[i];
+      if (d != src) copy_frame(d, src, len);
+      const uint16_t rid = g.reps[i].rid;
+      if (rid >= kMaxWorkers || !j->worker[rid].hit) continue;
+      const WorkerAction& w = j->worker[rid];
+      set_dst_mac(d, w.mac);
+      proto::store_be16(d + f.l3 + kIpChecksum, ipv4_checksum_add(sum, j->patch[rid].dst_sum));
+      proto::store_be32(d + f.l3 + kIpDst, w.ipv4);
+      d[wid_at] = uint8_t(rid);
+    }
   }
 }
 
@@ -619,6 +676,11 @@ std::optional<std::string> AgqFastProgram::add_job(const JobSpec& job) {
   std::vector<tna::Replica> replicas;
   for (const WorkerSpec& w : job.workers) {
     e.worker[w.worker_id] = worker_action(w);
+    ReplicaPatch& rp = e.patch[w.worker_id];
+    std::memcpy(rp.line, w.mac.data(), 6);
+    proto::store_be32(rp.line + 14 + kIpDst, w.ipv4);
+    rp.line[14 + kIpToAgq + kWorkerId] = w.worker_id;
+    rp.dst_sum = (w.ipv4 >> 16) + (w.ipv4 & 0xFFFF);
     replicas.push_back({w.port, w.worker_id});
   }
   e.rows = JobRows(owner_, job.job_id, p.rows, p.row_shift);  // zeroed, on this lcore: first touch is the owner's

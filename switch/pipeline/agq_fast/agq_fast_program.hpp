@@ -43,12 +43,24 @@
 
 namespace agq::pipeline::agq::fast {
 
+// egress_worker_t's rewrite of one worker's replica, ready to apply to an
+// untagged RESULT: its first 64 bytes with the worker's MAC at 0-5, its
+// IPv4 address at 30-33 and its worker_id at 46 (kBytes: which), blended
+// over the RESULT's; and the address's one's-complement addend for the
+// IPv4 checksum.
+struct ReplicaPatch {
+  alignas(32) uint8_t line[64];
+  uint32_t dst_sum;  // (ipv4 >> 16) + (ipv4 & 0xFFFF)
+  static constexpr uint64_t kBytes = 0x3Full | 0xFull << 30 | 1ull << 46;
+};
+
 // job_t's action data, the job's worker_t / egress_worker_t entries, and
 // the registers of its rows that this instance holds (row_layout.hpp).
 struct JobEntry {
   JobAction job;
   JobRows rows;
   std::array<WorkerAction, kMaxWorkers> worker;
+  std::array<ReplicaPatch, kMaxWorkers> patch;  // by worker_id, for the hits of `worker`
 };
 
 class AgqFastProgram final : public AgqSwitchProgram {
@@ -71,6 +83,7 @@ class AgqFastProgram final : public AgqSwitchProgram {
   void egress(std::span<uint8_t> bytes, tna::PortId egress_port, uint16_t rid) override;
   void egress_replicas(const uint8_t* src, uint16_t len, const tna::Replica* reps, uint8_t* const* out,
                        unsigned n) override;
+  void egress_groups(const ReplicaGroup* g, unsigned count) override;
 
   void visit_counters(const tna::CounterVisitor& visit) const override;
   void clear_counters() override;

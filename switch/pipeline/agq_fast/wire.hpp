@@ -101,6 +101,14 @@ inline uint16_t ipv4_checksum_with(uint32_t sum_without, uint32_t new_value) {
   sum = (sum & 0xFFFF) + (sum >> 16);
   return uint16_t(~sum);
 }
+// The same, with new_value's addend (new_value >> 16) + (new_value & 0xFFFF)
+// computed ahead (ReplicaPatch::dst_sum).
+inline uint16_t ipv4_checksum_add(uint32_t sum_without, uint32_t addend) {
+  uint32_t sum = sum_without + addend;
+  sum = (sum & 0xFFFF) + (sum >> 16);
+  sum = (sum & 0xFFFF) + (sum >> 16);
+  return uint16_t(~sum);
+}
 inline void ipv4_replace32(uint8_t* ip, unsigned at, uint32_t new_value) {
   proto::store_be16(ip + kIpChecksum, ipv4_checksum_with(ipv4_sum_without(ip, at), new_value));
   proto::store_be32(ip + at, new_value);
@@ -139,6 +147,32 @@ inline void copy_frame(uint8_t* dst, const uint8_t* src, std::size_t n) {
 #endif
   std::memcpy(dst, src, n);
 }
+
+#if defined(__AVX2__)
+// copy_frame() of bytes [64, n) only, n >= 64 (the replica's first 64
+// bytes are written whole by its rewrite, after this): 32-byte moves, the
+// last one overlapping (for n < 96, into bytes < 64).
+inline void copy_frame_from64(uint8_t* dst, const uint8_t* src, std::size_t n) {
+  auto move32 = [dst, src](std::size_t at) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + at),
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + at)));
+  };
+  if (n >= 160 && n <= 192) {
+    for (std::size_t at = 64; at < 160; at += 32) move32(at);
+    move32(n - 32);
+    return;
+  }
+  if (n >= 96 && n <= 128) {
+    move32(64);
+    move32(n - 32);
+    return;
+  }
+  if (n == 64) return;
+  std::size_t i = 64;
+  for (; i + 32 < n; i += 32) move32(i);
+  move32(n - 32);
+}
+#endif
 
 inline void set_dst_mac(uint8_t* frame, const proto::Mac& mac) { std::memcpy(frame, mac.data(), 6); }
 
