@@ -14,7 +14,8 @@
 //      ring of the lcore that owns a single-queue port), multicast by the
 //      lcore's own PRE: identical replicas share the mbuf (refcount), replicas
 //      an egress control rewrites get one flat copy of the frame each (no
-//      re-parse) and then Program::egress.
+//      re-parse) and then Program::egress -- a burst's run of multicast
+//      decisions at once, before the next unicast one (replicate.cpp).
 // No lock is taken on the packet path. Between bursts, and while idle, the
 // lcore runs the control plane's commands from its command ring
 // (CommandRings) and reports learned MACs on its digest ring.
