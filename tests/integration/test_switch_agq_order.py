@@ -6,10 +6,11 @@ decisions is sent before the next unicast one).
 Job 1 has worker 0 on port 0 and worker 1 on port 1, its PS on port 2.
 Port 0 receives worker 0's DATA for slots 0-2 (absorbed); port 1 then
 receives, in one burst, worker 1's DATA for slot 0, an ordinary frame
-routed to port 0, DATA slot 1, another routed frame, DATA slot 2. Port 0
-must send RESULT 0, frame 1, RESULT 1, frame 2, RESULT 2 in that order --
-the RESULTs byte for byte as PROTOCOL §4.7 says (rewrite_frame), the routed
-frames unchanged.
+routed to port 0, DATA slot 1, a broadcast (flooded: a multicast decision
+the run does not take, pruned at port 1), another routed frame, DATA slot
+2. Port 0 must send RESULT 0, frame 1, RESULT 1, the broadcast, frame 2,
+RESULT 2 in that order -- the RESULTs byte for byte as PROTOCOL §4.7 says
+(rewrite_frame), the other frames unchanged -- and port 2 the broadcast.
 """
 import struct
 
@@ -53,17 +54,18 @@ port = 0
 """
 
 
-def routed_frame(k: int) -> bytes:
-    """An ordinary UDP frame from worker 1's side to ROUTED_IP (port 0)."""
+def routed_frame(k: int, dst_mac: str = "0200000000fe", dst_ip=(10, 9, 9, 9)) -> bytes:
+    """An ordinary UDP frame from worker 1's side to ROUTED_IP (port 0);
+    to ff:ff:ff:ff:ff:ff and an address without a route, a broadcast."""
     payload = bytes([k]) * 32
     ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + 8 + len(payload), k, 0, 64, 17, 0,
-                     bytes((10, 2, 2, 2)), bytes((10, 9, 9, 9)))
+                     bytes((10, 2, 2, 2)), bytes(dst_ip))
     s = sum(struct.unpack("!10H", ip))
     while s >> 16:
         s = (s & 0xFFFF) + (s >> 16)
     ip = ip[:10] + struct.pack("!H", ~s & 0xFFFF) + ip[12:]
     udp = struct.pack("!HHHH", 40000, 40000, 8 + len(payload), 0)
-    return bytes.fromhex("0200000000fe") + bytes.fromhex("020000000102") + b"\x08\x00" + ip + udp + payload
+    return bytes.fromhex(dst_mac) + bytes.fromhex("020000000102") + b"\x08\x00" + ip + udp + payload
 
 
 def test_replicas_and_unicast_leave_in_arrival_order(tmp_path, procs):
@@ -84,7 +86,8 @@ def test_replicas_and_unicast_leave_in_arrival_order(tmp_path, procs):
             r = hs[n - 1].copy(type=RESULT, worker_id=w, width=width, pos=0, guard=g, lanes=lanes, epoch=EPOCH)
             results[w].append(rewrite_frame(frames[n - 1], r, dst_mac=mac, dst_ip=ip))
     routed = [routed_frame(1), routed_frame(2)]
-    port1_in = [data[1][0], routed[0], data[1][1], routed[1], data[1][2]]
+    broadcast = routed_frame(3, "ffffffffffff", (10, 2, 2, 255))
+    port1_in = [data[1][0], routed[0], data[1][1], broadcast, routed[1], data[1][2]]
     wrpcap(str(tmp_path / "in0.pcap"), [Ether(f) for f in data[0]])
     wrpcap(str(tmp_path / "in1.pcap"), [Ether(f) for f in port1_in])
     (tmp_path / "agq.toml").write_text(CONFIG)
@@ -97,13 +100,14 @@ def test_replicas_and_unicast_leave_in_arrival_order(tmp_path, procs):
     assert sw.alive(), sw.output()
     wait_for(lambda: counters(sock).get("agq_results", 0) == 3, 10, what="three RESULTs")
     c = counters(sock)
-    assert c["agq_absorbed"] == 3 and c["fwd_routed"] == 2, c
+    assert c["agq_absorbed"] == 3 and c["fwd_routed"] == 2 and c["fwd_flooded"] == 1, c
     assert sw.stop() == 0, sw.output()
 
     out0 = [bytes(p) for p in rdpcap(str(tmp_path / "out0.pcap"))]
     out1 = [bytes(p) for p in rdpcap(str(tmp_path / "out1.pcap"))]
-    want0 = [results[0][0], routed[0], results[0][1], routed[1], results[0][2]]
+    want0 = [results[0][0], routed[0], results[0][1], broadcast, routed[1], results[0][2]]
     assert len(out0) == len(want0), [AgqHeader.unpack(f[42:]).slot if len(f) > 100 else "routed" for f in out0]
     for i, (got, exp) in enumerate(zip(out0, want0)):
         assert got == exp, f"port 0 frame {i}:\n got {got.hex()}\n exp {exp.hex()}"
     assert out1 == results[1]
+    assert [bytes(p) for p in rdpcap(str(tmp_path / "out2.pcap"))] == [broadcast]
