@@ -439,10 +439,21 @@ class Bench:
                         self.progress(f"throughput pcap: rep {r + 1}/{reps} {traffic} lcores={mode} {dut}")
                         self.last_cpu = None
                         if dut in TESTPMD_DUTS:
-                            res[dut] = self.run_pcap_testpmd(traffic, mode, pcaps, seconds, dut)
-                        else:
-                            res[dut] = self.run_pcap_switch(traffic, mode, pcaps, seconds,
-                                                            base if dut == "baseline" else None)
+                            # testpmd, the reference, is started twice and the
+                            # faster start kept: from one start to the next it
+                            # runs ~10% (pcap) to ~3x (memif) slower for no
+                            # reason of the machine's (bench/README, session
+                            # 2026-11-27 II). This can only lower the ratios.
+                            best, best_cpu = None, None
+                            for _ in range(2):
+                                self.last_cpu = None
+                                v = self.run_pcap_testpmd(traffic, mode, pcaps, seconds, dut)
+                                if v is not None and (best is None or v > best):
+                                    best, best_cpu = v, self.last_cpu
+                            res[dut], res[dut + "_cpu"] = best, best_cpu
+                            continue
+                        res[dut] = self.run_pcap_switch(traffic, mode, pcaps, seconds,
+                                                        base if dut == "baseline" else None)
                         res[dut + "_cpu"] = self.last_cpu
                     if "xcore_ns" in res:
                         res["xcore_ns"].append(self.xcore_ns())
@@ -1195,7 +1206,9 @@ def markdown(res: dict) -> str:
               "the same ports, per run, then the median (min–max). testpmd packed = testpmd io with "
               f"`--mbuf-size={PACKED_MBUF_ROOM}`: its mbuf objects back to back instead of one per 4 KiB "
               "page, as agq-switch lays its pool without hugepages (agq-switch's pool also gets transparent "
-              "huge pages, which testpmd's cannot): the nearest like-for-like I/O limit.", "",
+              "huge pages, which testpmd's cannot): the nearest like-for-like I/O limit. Each testpmd run is "
+              "the faster of two starts (testpmd has slow starts of its own: ~10% on the replay, ~3x on "
+              "memif), which can only lower the switch's ratios.", "",
               "vCPU = CPU time the forwarding lcores got per second of the run (busy-polling lcores get "
               "less than their share on a loaded machine); per-vCPU ratio = (Mpps / vCPU) of the switch "
               "over that of testpmd, per run, then the median (min–max): what each does per second of CPU "
