@@ -37,8 +37,12 @@ FRAME_BYTES = {"l2": 115, "classic": 115, "agq": 190}
 
 # agq traffic of the switch benchmarks: N logical workers per stream behind
 # the stream's port, req_width bits, a window of slots (bench_gen --traffic
-# agq; its addresses: 10.200.k.(w+1), PS 10.200.k.254).
-AGQ_WORKERS, AGQ_WIDTH, AGQ_SLOTS = 4, 16, 256
+# agq; its addresses: 10.200.k.(w+1), PS 10.200.k.254). The environment
+# may set another shape (AGQ_WORKERS, AGQ_WIDTH, AGQ_SLOTS): the PGO
+# training (scripts/build-pgo.sh) runs one the benchmark does not measure.
+AGQ_WORKERS = int(os.environ.get("AGQ_WORKERS", 4))
+AGQ_WIDTH = int(os.environ.get("AGQ_WIDTH", 16))
+AGQ_SLOTS = int(os.environ.get("AGQ_SLOTS", 256))
 
 
 def agq_jobs(ports: list[tuple[int, int]]) -> str:
