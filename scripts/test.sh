@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh Debian 12 machine (run as root):
-# installs packages, builds, and runs every test twice —
+# installs packages, builds, and runs every test twice, the pipelines'
+# differential tests three times —
 #   1. Release build: unit tests + integration tests (real agq-switch and
 #      workers on virtual DPDK ports);
 #   2. Debug build with ASan+UBSan and the TNA rule checks on: the same tests
 #      except the multi-process worker runs (label multiprocess), which are
 #      too slow under the sanitizers on 2 cores, and the Tofino compiles
-#      (label p4: the same P4 text, already checked in pass 1).
+#      (label p4: the same P4 text, already checked in pass 1);
+#   3. the profile-guided release build (scripts/build-pgo.sh build-pgo:
+#      instrumented build, training replays, optimised build), then the
+#      differential tests of the three pipelines compiled with that profile
+#      (the same objects as its agq-switch) against their models.
 # Label p4 (whenever ../shared/tools/p4c exists, Skipped otherwise): p4test
 # and the bf-p4c compile of both targets (Tofino 1 ~1.5 min, Tofino 2 ~3.5
 # min) and their bfrt.json name checks (docs/PIPELINE.md, "Compiled
@@ -21,7 +26,7 @@ for a in "$@"; do
   case "$a" in
     --quick) quick=1 ;;
     --p4) p4compile=1 ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "test.sh: unknown option '$a' (try --help)" >&2; exit 2 ;;
   esac
 done
@@ -46,5 +51,12 @@ if [ "$quick" -eq 0 ]; then
   # tests' own process, not by LSan at DPDK exit.
   ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     ctest --test-dir build-asan --output-on-failure -j "$jobs" -LE "multiprocess|p4|p4compile"
+fi
+if [ "$quick" -eq 0 ]; then
+  echo "== PGO release build and its pipelines' differential tests"
+  scripts/build-pgo.sh build-pgo
+  ninja -C build-pgo/use agq_unit_tests
+  build-pgo/use/tests/agq_unit_tests \
+    --gtest_filter='AgqFastDiff.*:ClassicDifferential.*:ClassicShard.*:ForwardingDifferential.*:ParserView.*'
 fi
 echo "== all tests passed"
