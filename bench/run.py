@@ -1170,12 +1170,30 @@ def machine() -> dict:
             "loadavg_at_start": [round(x, 2) for x in load]}
 
 
+def build_kind(build: Path | None) -> str | None:
+    """How a build directory was made, from its CMakeCache.txt: its build
+    type and, for scripts/build-pgo.sh's, PGO ("use": with a profile)."""
+    if build is None:
+        return None
+    try:
+        cache = (build / "CMakeCache.txt").read_text()
+    except OSError:
+        return "unknown (no CMakeCache.txt)"
+    get = lambda k: (re.search(rf"^{k}:[A-Z]+=(.*)$", cache, re.M) or [None, ""])[1]
+    kind = get("CMAKE_BUILD_TYPE") or "no build type"
+    if get("AGQ_PGO"):
+        kind += f", PGO {get('AGQ_PGO')}"
+    return kind
+
+
 def markdown(res: dict) -> str:
     m = res["machine"]
+    builds = res.get("builds", {})
     L = [f"# agq-switch benchmarks — {res['date']}", "",
          f"Command: `{res['command']}`  ", f"Machine: {m['cpu_model']}, {m['cores']} cores, kernel {m['kernel']}, "
          f"load average at start {m['loadavg_at_start']}  ", f"Mode: {'quick' if res['quick'] else 'full'}; "
-         f"wall time {res['wall_s']:.0f} s", ""]
+         f"wall time {res['wall_s']:.0f} s  ",
+         "Builds: " + "; ".join(f"{k}: {v}" for k, v in builds.items() if v), ""]
     if "pipeline" in res:
         b = res["pipeline"]["benchmarks"]
         L += ["## Pipeline cost (Google Benchmark, one core, no DPDK)", "",
@@ -1650,7 +1668,8 @@ def main() -> int:
     t0 = time.monotonic()
     res = {"date": dt.datetime.now().isoformat(timespec="seconds"), "quick": a.quick,
            "command": "bench/run.py " + " ".join(sys.argv[1:]), "machine": machine(),
-           "pipelines": list(PIPELINES)}
+           "pipelines": list(PIPELINES),
+           "builds": {"this build": build_kind(a.build_dir), "baseline": build_kind(a.baseline_build)}}
     try:
         if "pipeline" in parts:
             res["pipeline"] = bench.pipeline_cost()
