@@ -1578,6 +1578,10 @@ def main() -> int:
                          "part, same ports, same reps")
     ap.add_argument("--reps", type=int, default=0, help="interleaved repetitions (default 3, quick 1)")
     ap.add_argument("--no-build", action="store_true", help="do not run cmake/ninja first")
+    ap.add_argument("--pgo", action="store_true",
+                    help="measure the profile-guided build (scripts/build-pgo.sh into BUILD-pgo; with --no-build "
+                         "it must exist) as the device under test, and the --build-dir build beside it as "
+                         "--baseline-build unless one is given")
     ap.add_argument("--no-boost", action="store_true",
                     help="do not raise this run's autogroup priority (other users' compiles then "
                          "take CPU from the benchmarks)")
@@ -1635,6 +1639,19 @@ def main() -> int:
             if re.search(rf"^{t}:", r.stdout, re.M):
                 targets.append(t)
         subprocess.run(["ninja", "-j2", "-C", build, *targets], check=True, capture_output=not a.verbose)
+    if a.pgo:
+        # The PGO build (its own training, scripts/build-pgo.sh) is measured;
+        # the plain build it was made from runs beside it in the same reps.
+        pgo = build.parent / (build.name + "-pgo")
+        if not a.no_build:
+            progress("build: scripts/build-pgo.sh " + str(pgo))
+            subprocess.run([SRC / "scripts" / "build-pgo.sh", pgo], check=True, capture_output=not a.verbose)
+            subprocess.run(["ninja", "-j2", "-C", pgo / "use", *targets], check=True, capture_output=not a.verbose)
+        if not (pgo / "use" / "switch" / "agq-switch").exists():
+            ap.error(f"--pgo: no {pgo / 'use' / 'switch' / 'agq-switch'} (run scripts/build-pgo.sh {pgo})")
+        if a.baseline_build is None:
+            a.baseline_build = build
+        build = pgo / "use"
 
     date = dt.datetime.now().strftime("%Y-%m-%d")
     out = a.out or SRC / "results" / date
@@ -1669,7 +1686,7 @@ def main() -> int:
     res = {"date": dt.datetime.now().isoformat(timespec="seconds"), "quick": a.quick,
            "command": "bench/run.py " + " ".join(sys.argv[1:]), "machine": machine(),
            "pipelines": list(PIPELINES),
-           "builds": {"this build": build_kind(a.build_dir), "baseline": build_kind(a.baseline_build)}}
+           "builds": {"this build": build_kind(build), "baseline": build_kind(a.baseline_build)}}
     try:
         if "pipeline" in parts:
             res["pipeline"] = bench.pipeline_cost()
