@@ -26,12 +26,13 @@
 #include <cstring>
 #include <exception>
 #include <iostream>
+#include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "control/config.hpp"
 #include "control/control_plane.hpp"
+#include "control/control_thread.hpp"
 #include "control/ctl_protocol.hpp"
 #include "dataplane/ports.hpp"
 #include "dataplane/rate_reporter.hpp"
@@ -249,29 +250,36 @@ int run_switch(const Flags& f) {
 
   // From here on traffic flows; a failing control thread stops the switch
   // (exit 1): a switch nobody can configure or stop by socket is not healthy.
+  // Both threads run off the lcores' CPUs (control/control_thread.hpp).
   std::atomic<bool> ctl_failed{false};
-  std::thread ctl([&] {
-    block_stop_signals();
-    try {
-      cp.run(g_stop);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "agq-switch: control plane stopped: %s\n", e.what());
-      ctl_failed.store(true);
-      g_stop.store(true);
-    }
-  });
-  std::thread stats;
+  std::optional<control::ControlThread> ctl, stats;
   dataplane::RateReporter reporter(*dp, f.stats_interval);
-  if (f.stats_interval > 0) stats = std::thread([&] {
-    block_stop_signals();
-    reporter.run(g_stop);
-  });
+  try {
+    ctl.emplace("agq-ctl", [&] {
+      block_stop_signals();
+      try {
+        cp.run(g_stop);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "agq-switch: control plane stopped: %s\n", e.what());
+        ctl_failed.store(true);
+        g_stop.store(true);
+      }
+    });
+    if (f.stats_interval > 0) stats.emplace("agq-stats", [&] {
+      block_stop_signals();
+      reporter.run(g_stop);
+    });
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "agq-switch: %s\n", e.what());
+    g_stop.store(true);
+    return 1;
+  }
 
   dp->run(g_stop);  // the main lcore polls too; returns after SIGINT/SIGTERM
 
   g_stop.store(true);  // also when the lcores returned for another reason
-  ctl.join();
-  if (stats.joinable()) stats.join();
+  ctl->join();
+  if (stats) stats->join();
   cp.stop_and_unlink();
   capture.stop_all();  // the lcores have stopped: every capture file completed
   if (!f.quiet) {

@@ -49,6 +49,7 @@ struct SwitchDataplane::Lcore {
   std::array<rte_mbuf*, kMaxBurst> rx;
   std::array<rte_mbuf*, kMaxBurst> local;
   std::array<rte_mbuf*, kMaxBurst> drops;
+  std::array<rte_mbuf*, kMaxBurst> plain;  // dropped plain mbufs of the pool, the stash full
   std::array<tna::BurstPacket, kMaxBurst> burst;
   std::vector<std::array<rte_mbuf*, kMaxBurst>> stage;  // by owner lcore
   std::vector<uint16_t> staged;

@@ -516,24 +516,32 @@ void SwitchDataplane::apply_decisions(Lcore& c, rte_mbuf** pkts, uint16_t n, Dec
   }
   if (any_handoff) handoff(c);
   if (!any_drop) return;
-  uint16_t nd = 0, program_drops = 0, bad_port = 0;
+  uint16_t nd = 0, np = 0, program_drops = 0, bad_port = 0;
   // Only a program with an egress control needs replica buffers.
   const uint16_t spare_cap = egress_ ? opt_.burst : 0;
   uint16_t nspare = c.nspare;
   rte_mempool* const pool = ports_.pool();
   rte_mbuf** const drops = c.drops.data();
+  rte_mbuf** const plain = c.plain.data();
   rte_mbuf** const spare = c.spare.data();
   for (uint16_t i = 0; i < n; ++i) {
     const tna::Decision& d = decision(i);
     rte_mbuf* m = pkts[i];
     if (d.kind == tna::Decision::Kind::Drop) {
       ++program_drops;
-      // A plain mbuf of the pool, ours alone: kept as a replica buffer.
-      if (nspare < spare_cap && m->pool == pool && RTE_MBUF_DIRECT(m) && m->nb_segs == 1 &&
-          rte_mbuf_refcnt_read(m) == 1)
-        spare[nspare++] = m;
-      else
+      // A plain mbuf of the pool, ours alone (one segment, so no next: the
+      // state the pool hands mbufs out in): kept as a replica buffer, or,
+      // the stash full, put back into the pool as it is -- what
+      // rte_pktmbuf_free would find out again mbuf by mbuf, its next
+      // pointer's cache line included, is known here.
+      if (m->pool == pool && RTE_MBUF_DIRECT(m) && m->nb_segs == 1 && rte_mbuf_refcnt_read(m) == 1) {
+        if (nspare < spare_cap)
+          spare[nspare++] = m;
+        else
+          plain[np++] = m;
+      } else {
         drops[nd++] = m;
+      }
     } else if (d.kind == tna::Decision::Kind::Unicast) {
       if (d.port >= nports) {  // to a port that does not exist
         ++bad_port;
@@ -546,6 +554,7 @@ void SwitchDataplane::apply_decisions(Lcore& c, rte_mbuf** pkts, uint16_t n, Dec
   c.nspare = nspare;
   if (program_drops) c.counters.program_drops.add(program_drops);
   if (bad_port) c.counters.bad_port_drops.add(bad_port);
+  if (np) rte_mempool_put_bulk(pool, reinterpret_cast<void* const*>(plain), np);
   if (nd) free_bulk_inline(drops, nd);
 }
 
