@@ -5,7 +5,6 @@
 //   bench_gen [EAL] -- --traffic l2|classic|agq [--seconds S] [--warmup S]
 //                      [--rate-mpps R] [--burst N] [--window N] [--workers N]
 //                      [--width BITS] [--rows R] [--queues Q] [--no-rx] [--reuse]
-//                      [--tx-backoff-us U]
 //   bench_gen --write-pcap FILE --traffic l2|classic|agq [--stream K]
 //             [--shard-mod M --shard-rem K] ...                              (no EAL)
 //
@@ -104,7 +103,6 @@ struct Opts {
   unsigned shard_mod = 0, shard_rem = 0;  // --write-pcap: keep shard % mod == rem
   bool no_rx = false;   // never receive: the device under test's tx toward us fills and must drop
   bool reuse = false;   // throughput only: prebuilt mbufs sent again and again (no alloc, no copy, no stamp)
-  double tx_backoff_us = 0;  // after a tx the port refused whole: no tx attempt for this long (rx goes on)
   size_t max_samples = 4u << 20;
 };
 
@@ -281,7 +279,6 @@ bool parse_args(int argc, char** argv, Opts& o) {
     else if (a == "--shard-rem") o.shard_rem = unsigned(std::atoi(next()));
     else if (a == "--no-rx") o.no_rx = true;
     else if (a == "--reuse") o.reuse = true;
-    else if (a == "--tx-backoff-us") o.tx_backoff_us = std::atof(next());
     else {
       std::fprintf(stderr, "bench_gen: unknown option %s\n", a.c_str());
       return false;
@@ -351,12 +348,6 @@ int run(const Opts& o) {
   const uint64_t t_end = t_meas + uint64_t(o.seconds * double(hz));
   // Pacing: packets allowed so far = elapsed TSC * rate.
   const double pkts_per_tsc = o.rate_mpps > 0 ? o.rate_mpps * 1e6 / double(hz) : 0;
-  // --tx-backoff-us: a full ring is not asked again at once. Every attempt
-  // reads the ring's index line that the device under test writes on every
-  // rx burst, so an open-loop sender spinning on a full ring steals that
-  // line from the device once per attempt.
-  const uint64_t backoff_tsc = uint64_t(o.tx_backoff_us * 1e-6 * double(hz));
-  uint64_t next_tx = 0;
 
   std::vector<uint64_t> lat_ns;
   lat_ns.reserve(std::min<size_t>(o.max_samples, 1u << 20));
@@ -381,7 +372,6 @@ int run(const Opts& o) {
       const double allowed = double(now - t_start) * pkts_per_tsc - double(sent);
       want = allowed < 1 ? 0 : unsigned(std::min<double>(allowed, o.burst));
     }
-    if (now < next_tx) want = 0;
     if (want && o.reuse) {
       for (unsigned i = 0; i < want; ++i) {
         tx[i] = prebuilt[next_frame];
@@ -418,7 +408,6 @@ int run(const Opts& o) {
           refused += want - ok;
           next_frame = (next_frame + frames.size() - (want - ok) % frames.size()) % frames.size();
         }
-        if (ok == 0) next_tx = now + backoff_tsc;
         sent += ok;
       } else {
         // One ring per shard class (agq only: sequences are independent, so
