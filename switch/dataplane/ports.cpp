@@ -99,7 +99,7 @@ Ports::Ports(const PortOptions& opt) : opt_(opt) {
 Ports::~Ports() { stop(); }
 
 void Ports::create_pools() {
-  const uint64_t lcores = opt_.lcores, burst = opt_.burst, nports = info_.size();
+  const uint64_t lcores = opt_.lcores, burst = opt_.burst, tx_batch = opt_.tx_batch, nports = info_.size();
   uint64_t tx_ring = 0, rx_ring = 0;
   for (const auto& p : info_) {
     tx_ring += uint64_t(p.tx_queues) * opt_.tx_desc;
@@ -108,7 +108,7 @@ void Ports::create_pools() {
   // Per lcore: one rx burst in hand, one tx buffer per port, one burst of
   // spare replica buffers (SwitchDataplane's recycled drops), a mempool
   // cache (up to 1.5x).
-  const uint64_t per_lcore = 2 * burst + nports * burst + kPoolCache * 3 / 2;
+  const uint64_t per_lcore = 2 * burst + nports * tx_batch + kPoolCache * 3 / 2;
   const int socket = static_cast<int>(rte_socket_id());
 
   // Plus, per lcore, the software hand-off rings (rx to the owner, tx to a

@@ -46,7 +46,8 @@ class PortError : public std::runtime_error {
 struct PortOptions {
   unsigned lcores = 1;          // dataplane lcores (queues per port where the device allows)
   uint16_t memif_queues = 1;    // queue pairs of memif ports = the rings of the client
-  uint16_t burst = 32;          // rx burst = tx buffer size (mempool sizing)
+  uint16_t burst = 64;          // rx burst (mempool sizing)
+  uint16_t tx_batch = 128;      // per port and lcore, mbufs waiting for tx (mempool sizing)
   uint16_t rx_desc = 0;         // 0: 1024 with hugepages, 512 without (4 KiB pages: keep pools small)
   uint16_t tx_desc = 0;         // same
   bool promiscuous = true;      // ignored by drivers that do not support it

@@ -38,6 +38,8 @@ SwitchDataplane::SwitchDataplane(Ports& ports, control::Pipes& pipes, LoopOption
     : ports_(ports), opt_(opt), egress_(pipes.instance(0).has_egress()), drop_sim_(ports.count()) {
   if (opt_.burst == 0 || opt_.burst > kMaxBurst)
     throw std::runtime_error("burst must be 1.." + std::to_string(kMaxBurst));
+  if (opt_.tx_batch == 0 || opt_.tx_batch > TxPort::kMax)
+    throw std::runtime_error("tx batch must be 1.." + std::to_string(TxPort::kMax));
   if (pipes.count() != rte_lcore_count())
     throw std::runtime_error("one program instance per lcore needed: " + std::to_string(pipes.count()) +
                              " instances, " + std::to_string(rte_lcore_count()) + " lcores");
@@ -105,7 +107,7 @@ void SwitchDataplane::setup(control::Pipes& pipes) {
       TxPort& t = c.tx[p];
       t.port = p;
       t.queue = ports_.tx_queue(p, c.index);
-      t.cap = opt_.burst;
+      t.cap = opt_.tx_batch;
       t.counters = &c.counters;
       if (tx_rings_[p] && ports_.tx_owner(p) != c.index) t.handoff = tx_rings_[p];
     }

@@ -42,7 +42,8 @@ struct rte_ring;
 namespace agq::dataplane {
 
 struct LoopOptions {
-  uint16_t burst = 32;            // rx burst and tx batch size, 1..kMaxBurst
+  uint16_t burst = 64;            // rx burst size, 1..kMaxBurst
+  uint16_t tx_batch = 128;        // a port's tx batch leaves when this full, 1..kMaxBurst (and every round)
   uint32_t idle_sleep_us = 100;   // idle back-off ceiling; 0 = pure busy poll
   uint32_t idle_polls = 256;      // empty rounds before the first sleep
 };

@@ -24,7 +24,7 @@ from scapy.utils import rdpcap, wrpcap
 from harness import agqctl, binary, counters, eal_args, unique_prefix, wait_for
 
 N_PORTS = 4
-BURST = 32  # the switch's rx burst (LoopOptions::burst), = pcap frames per rx call
+BURST = 32  # the switch's rx burst (--burst), = pcap frames per rx call
 
 CONFIG = """
 [switch]
@@ -140,7 +140,8 @@ def test_fused_runs_match_the_learning_switch_model(tmp_path, procs):
     vdevs = [f"net_pcap{p},rx_pcap={tmp_path}/in{p}.pcap,tx_pcap={tmp_path}/out{p}.pcap" for p in (0, 1)]
     vdevs += [f"net_pcap{p},tx_pcap={tmp_path}/out{p}.pcap" for p in (2, 3)]
     sw = procs.start("switch", [binary("agq-switch"), *eal_args(unique_prefix("run"), "0", vdevs), "--",
-                                "--config", tmp_path / "sw.toml", "--ctl-socket", sock, "--idle-sleep-us", "50"])
+                                "--config", tmp_path / "sw.toml", "--ctl-socket", sock, "--idle-sleep-us", "50",
+                                "--burst", str(BURST)])
     total = sum(len(b) for b in port0) + len(p1)
     expected, want = model(rounds)
 
@@ -183,7 +184,8 @@ def test_fused_runs_on_two_lcores(tmp_path, procs):
     vdevs = [f"net_pcap0,rx_pcap={tmp_path}/in0_q0.pcap,rx_pcap={tmp_path}/in0_q1.pcap,tx_pcap={tmp_path}/out0.pcap"]
     vdevs += [f"net_pcap{p},tx_pcap={tmp_path}/out{p}.pcap" for p in (1, 2, 3)]
     sw = procs.start("switch", [binary("agq-switch"), *eal_args(unique_prefix("run2"), "0,1", vdevs), "--",
-                                "--config", tmp_path / "sw.toml", "--ctl-socket", sock, "--idle-sleep-us", "50"])
+                                "--config", tmp_path / "sw.toml", "--ctl-socket", sock, "--idle-sleep-us", "50",
+                                "--burst", str(BURST)])
     total = len(q0) + len(q1)
     expected = {0: [], 1: [], 2: [], 3: []}
     for f in q0 + q1:
