@@ -71,7 +71,8 @@ struct Flags {
   // 64 and 128 rather than DPDK's usual 32 and 32: over memif, a ring's
   // index lines cross between the CPUs once per rx or tx call, and a burst
   // of agq RESULTs leaves as 4 replicas each (bench/README.md, session
-  // 2026-11-27 (IV): +5-8% agq over memif, the replay unchanged).
+  // 2026-11-27 (IV): agq over memif +3% on the PGO build, the replay
+  // unchanged).
   uint16_t burst = 64;
   uint16_t tx_batch = 128;
   uint16_t memif_queues = 1;
