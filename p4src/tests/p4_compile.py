@@ -17,8 +17,10 @@ import argparse
 import json
 import os
 import re
+import fcntl
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -35,7 +37,13 @@ def tool_bin(tools: Path) -> Path | None:
     unpack = tools / "unpack"
     if not unpack.is_file():
         return None
-    out = subprocess.run([str(unpack)], capture_output=True, text=True, check=True).stdout.strip()
+    # One unpack at a time: ctest -j runs the targets' tests side by side,
+    # and on a machine where the cache folder is new, a second unpack
+    # replaces the folder the first one's compiler is running from (seen
+    # as p4_compile_tofino2 failing after 5 s on a fresh machine).
+    with open(Path(tempfile.gettempdir()) / "agq-p4tools-unpack.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        out = subprocess.run([str(unpack)], capture_output=True, text=True, check=True).stdout.strip()
     return Path(out.splitlines()[-1])
 
 
