@@ -102,7 +102,6 @@ struct Opts {
   unsigned queues = 1;  // memif rings per port; shard k leaves on ring k % queues
   unsigned shard_mod = 0, shard_rem = 0;  // --write-pcap: keep shard % mod == rem
   bool no_rx = false;   // never receive: the device under test's tx toward us fills and must drop
-  unsigned refused_pause_ns = 0;  // after a burst the device refused whole: spin this long before the next poll
   bool reuse = false;   // throughput only: prebuilt mbufs sent again and again (no alloc, no copy, no stamp)
   size_t max_samples = 4u << 20;
 };
@@ -280,7 +279,6 @@ bool parse_args(int argc, char** argv, Opts& o) {
     else if (a == "--shard-rem") o.shard_rem = unsigned(std::atoi(next()));
     else if (a == "--no-rx") o.no_rx = true;
     else if (a == "--reuse") o.reuse = true;
-    else if (a == "--refused-pause-ns") o.refused_pause_ns = unsigned(std::atoi(next()));
     else {
       std::fprintf(stderr, "bench_gen: unknown option %s\n", a.c_str());
       return false;
@@ -356,7 +354,6 @@ int run(const Opts& o) {
   uint64_t sent = 0, sent_meas = 0, rcvd_meas = 0, refused = 0, sent_at_meas = 0;
   bool measuring = false;
   size_t next_frame = 0;
-  const uint64_t pause_tsc = uint64_t(double(o.refused_pause_ns) * 1e-9 * double(hz));
   rte_mbuf* tx[64];
   rte_mbuf* rx[64];
   uint16_t txq[64];
@@ -410,10 +407,6 @@ int run(const Opts& o) {
           rte_pktmbuf_free_bulk(tx + ok, want - ok);
           refused += want - ok;
           next_frame = (next_frame + frames.size() - (want - ok) % frames.size()) % frames.size();
-          if (ok == 0 && pause_tsc) {
-            const uint64_t until = rte_rdtsc() + pause_tsc;
-            while (rte_rdtsc() < until) rte_pause();
-          }
         }
         sent += ok;
       } else {
