@@ -152,9 +152,12 @@ def test_dead_worker_then_job_reset(procs, tmp_path):
     rig = Rig(procs, tmp_path, 2)
     rig.start_switch()
     ps = rig.ps()
-    # Bounded (~10 s) once RESULTs flow (the barrier chunk's wait for the other
-    # worker's EAL start-up counts no retries: REPLY_TIMEOUT bounds it).
-    bounded = ["--max-retries", 20, "--rto-max-ms", 500]
+    # Bounded: the survivor's quiet probe counts its retries (RTO capped at
+    # 0.5 s, so 30 retries give up in ~11 s). The same bound covers the
+    # barrier chunk's wait for the other worker's start-up, which is not
+    # free: on a busy 2-vCPU host a0 once gave up after 20 probes (~6 s)
+    # before a1 sent anything.
+    bounded = ["--max-retries", 30, "--rto-max-ms", 500]
     long_job = ["--elements", 32 * 4000, "--rounds", 600, *bounded]
     w0 = rig.worker(0, "a0", long_job)
     w1 = rig.worker(1, "a1", long_job)
