@@ -26,6 +26,7 @@
 #include "dataplane/idle_backoff.hpp"
 #include "dataplane/lcore.hpp"
 #include "dataplane/one_flow.hpp"
+#include "dataplane/port_readers.hpp"
 #include "dataplane/tx_port.hpp"
 
 namespace agq::dataplane {
@@ -243,6 +244,9 @@ int SwitchDataplane::loop(Lcore& c) {
   // to >= 50 us; 1 us lets the back-off grow as designed.
   if (opt_.idle_sleep_us) prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
   IdleBackoff idle(opt_.idle_sleep_us, opt_.idle_polls);
+  // Online from here to the last flush: an unmap of port memory (a memif
+  // peer leaving) waits until this lcore is between rounds (port_readers.hpp).
+  PortReader reader;
   commands_->set_polling(c.index, true);
   const bool sharded = lcore_count() > 1;
   unsigned round = 0;
@@ -254,6 +258,7 @@ int SwitchDataplane::loop(Lcore& c) {
     // round while traffic flows, so a busy lcore does not read the control
     // thread's ring indices once per burst.
     ++round;
+    reader.quiescent();  // no burst call in progress: the port memory may go
     if (!busy || (round % kCommandEvery) == 0)
       if (unsigned k = commands_->serve(c.index)) c.counters.commands.add(k);
 

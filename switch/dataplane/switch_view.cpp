@@ -5,6 +5,8 @@
 #include <cinttypes>
 #include <cstdio>
 
+#include "dataplane/port_readers.hpp"
+
 namespace agq::dataplane {
 
 std::vector<control::PortStatsRow> SwitchView::port_stats() {
@@ -66,6 +68,13 @@ void SwitchView::visit_counters(const tna::CounterVisitor& v) {
     const uint64_t base = i < base_.size() ? base_[i].second : 0;
     v("dp." + totals[i].first, totals[i].second - base);
   }
+  // Since start (process-wide, not cleared): unmaps of port memory that
+  // waited for the lcores to leave their burst calls, waits that gave up
+  // after their bound, the longest wait (port_readers.hpp).
+  const PortReaderWaits w = port_reader_waits();
+  v("dp.unmap_waits", w.waited);
+  v("dp.unmap_wait_timeouts", w.gave_up);
+  v("dp.unmap_wait_longest_us", w.longest_us);
   for (uint16_t p = 0; p < ports_.count(); ++p) {
     const std::string prefix = "dp.sim_drops." + std::to_string(p);
     v(prefix + ".rx", sim_drops(p, SimDir::Rx));

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from harness import agqctl, binary, eal_args, memif_vdev, unique_prefix, wait_for
+from harness import agqctl, binary, counters, eal_args, memif_vdev, unique_prefix, wait_for
 
 CONFIG = """[switch]
 pipeline = "classic"
@@ -97,8 +97,7 @@ def test_two_workers_exact(procs, tmp_path, lcores, rings):
     s = finish(ps)
     check_ps(s, 50000)
     assert s["cursor_resyncs"] == 0, s
-    c = {l.split()[0]: int(l.split()[1]) for l in agqctl(st.ctl, "counters").stdout.splitlines()
-         if len(l.split()) == 2 and l.split()[1].isdigit()}
+    c = counters(st.ctl)
     assert c["completions"] >= 50000 and c["drops_agq_collision"] == 0, c
     if lcores != "0":
         assert "2 lcores" in sw.output(), sw.output()

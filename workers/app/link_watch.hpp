@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "app/ports.hpp"
+#include "dataplane/port_readers.hpp"
 
 struct rte_rcu_qsbr;
 
@@ -61,7 +62,9 @@ class PortGate {
 };
 
 // One lcore's view of the link of every port, looked at every 20 ms (and
-// at every call for ports the owner closed). A change goes to
+// at every call for ports the owner closed). It also makes its thread a
+// port reader (dataplane/port_readers.hpp) for its lifetime: construct it
+// on the polling thread, before the first burst call. A change goes to
 // on_change(port, up); up(p) says whether this lcore may poll and transmit
 // on p now. The owner restarts a port that stays down: 300 ms after it went
 // down, then every 500 ms until the link is back.
@@ -81,6 +84,7 @@ class LinkWatch {
   // Call at the end of every loop iteration, after the last port access.
   template <typename F>
   void poll(uint64_t now, F&& on_change) {
+    reader_.quiescent();
     if (gate_) {
       gate_->quiescent(self_);
       if (self_ != 0) {
@@ -119,6 +123,7 @@ class LinkWatch {
   }
   void restart(uint16_t p);
 
+  dataplane::PortReader reader_;
   Ports& ports_;
   PortGate* gate_ = nullptr;
   unsigned self_ = 0;

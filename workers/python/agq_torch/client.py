@@ -28,8 +28,9 @@ class AgqClient:
         self._closed = False
         self._thread = threading.Thread(target=self._complete_loop, name="agq-completions", daemon=True)
         self._thread.start()
-        # An orderly memif disconnect also when the script forgets close():
-        # a peer that vanishes mid-poll can crash the switch's poller (DPDK pitfall P7).
+        # An orderly memif disconnect also when the script forgets close().
+        # (agq-switch waits for its lcores before unmapping a departed peer's
+        # rings, DPDK pitfall P7; this process has no such guard for its own.)
         atexit.register(self.close)
 
     @staticmethod
