@@ -137,9 +137,19 @@ rte_mempool* own_memory_pool(const std::string& name, unsigned n, unsigned cache
   }
   rte_mempool_obj_iter(mp, rte_pktmbuf_init, nullptr);
   // Pages faulted in as 4 KiB (THP defrag off, fragmentation) are merged
-  // now, while no lcore runs; EINVAL on kernels before 6.1.
-  madvise(addr, len, MADV_COLLAPSE);
-  if (mem) *mem = PoolMemory{true, len, thp_bytes(addr)};
+  // now, while no lcore of ours runs; EINVAL on kernels before 6.1. Only
+  // if there are any: MADV_COLLAPSE drains every CPU's LRU lists and waits
+  // for a kworker on each, and with other processes' lcores busy-polling
+  // every CPU that wait has held a bench_gen in D state for over a minute
+  // (__lru_add_drain_all; the memif churn test). With THP's defrag in
+  // "madvise" mode (Debian's default) the first touch already gave huge
+  // pages, so the call is skipped.
+  std::size_t huge = thp_bytes(addr);
+  if (huge < len) {
+    madvise(addr, len, MADV_COLLAPSE);
+    huge = thp_bytes(addr);
+  }
+  if (mem) *mem = PoolMemory{true, len, huge};
   return mp;
 }
 
