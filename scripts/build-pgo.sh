@@ -1,7 +1,10 @@
 #!/bin/bash
 # A profile-guided (PGO) Release build of agq-switch and the benchmarks.
 #
-#   scripts/build-pgo.sh [DIR]      (default: build-pgo; needs root, as DPDK does)
+#   scripts/build-pgo.sh [DIR [TARGET...]]   (default: build-pgo; needs root, as DPDK does)
+#
+# TARGET...: what to build in DIR/use (default: agq-switch, agqctl and the
+# benchmarks; scripts/test.sh builds only agq_pgo_diff_tests).
 #
 # 1. DIR/gen: an instrumented build (cmake -DAGQ_PGO=generate).
 # 2. Training: bench/run.py --only pgo_train replays pcap traffic (l2,
@@ -22,6 +25,9 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=$(realpath -m "${1:-$root/build-pgo}")
+shift $(( $# > 0 ? 1 : 0 ))
+use_targets=("$@")
+[ ${#use_targets[@]} -gt 0 ] || use_targets=(agq-switch bench_pipeline bench_gen bench_memory bench_xcore agqctl)
 py=/usr/bin/python3
 [ -x "$py" ] || py=python3
 
@@ -41,5 +47,5 @@ AGQ_WORKERS=2 AGQ_WIDTH=32 AGQ_SLOTS=512 "$py" "$root/bench/run.py" --only pgo_t
 echo "build-pgo: optimised build in $out/use"
 cmake -S "$root" -B "$out/use" -G Ninja -DCMAKE_BUILD_TYPE=Release -DAGQ_PGO=use \
   -DAGQ_PGO_DIR="$out/profile" >/dev/null
-ninja -C "$out/use" agq-switch bench_pipeline bench_gen bench_memory bench_xcore agqctl
-echo "build-pgo: done: $out/use/switch/agq-switch (bench/run.py --build-dir $out/use --no-build)"
+ninja -C "$out/use" "${use_targets[@]}"
+echo "build-pgo: done: ${use_targets[*]} in $out/use (agq-switch: bench/run.py --build-dir $out/use --no-build)"

@@ -32,31 +32,35 @@ for a in "$@"; do
 done
 
 scripts/setup.sh
-jobs=$(nproc)
+# ctest shares the cores through a resource spec (cmake/TestCores.cmake):
+# an integration test takes every core, a unit test one, and the niced
+# Tofino compiles none, so two extra job slots let them run beside the rest.
+jobs=$(( $(nproc) + 2 ))
 
 echo "== Release build"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 ninja -C build
 if [ "$p4compile" -eq 1 ]; then
-  ctest --test-dir build --output-on-failure -j "$jobs"
+  ctest --test-dir build --output-on-failure -j "$jobs" --resource-spec-file "$PWD/build/ctest-cores.json"
 else
-  ctest --test-dir build --output-on-failure -j "$jobs" -LE p4compile
+  ctest --test-dir build --output-on-failure -j "$jobs" --resource-spec-file "$PWD/build/ctest-cores.json" -LE p4compile
 fi
 
 if [ "$quick" -eq 0 ]; then
   echo "== Debug + ASan/UBSan build (TNA rule checks on)"
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DAGQ_SANITIZE=ON -DAGQ_BUILD_BENCH=OFF >/dev/null
+  # -g1: line tables, all a sanitizer's stack trace needs; compiles ~13% faster than -g.
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DAGQ_SANITIZE=ON -DAGQ_BUILD_BENCH=OFF \
+    -DCMAKE_C_FLAGS_DEBUG=-g1 -DCMAKE_CXX_FLAGS_DEBUG=-g1 >/dev/null
   ninja -C build-asan
   # DPDK's EAL keeps its memory until exit; leaks are checked by the unit
   # tests' own process, not by LSan at DPDK exit.
   ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-asan --output-on-failure -j "$jobs" -LE "multiprocess|p4|p4compile"
+    ctest --test-dir build-asan --output-on-failure -j "$jobs" --resource-spec-file "$PWD/build-asan/ctest-cores.json" \
+      -LE "multiprocess|p4|p4compile"
 fi
 if [ "$quick" -eq 0 ]; then
   echo "== PGO release build and its pipelines' differential tests"
-  scripts/build-pgo.sh build-pgo
-  ninja -C build-pgo/use agq_unit_tests
-  build-pgo/use/tests/agq_unit_tests \
-    --gtest_filter='AgqFastDiff.*:ClassicDifferential.*:ClassicShard.*:ForwardingDifferential.*:ParserView.*'
+  scripts/build-pgo.sh build-pgo agq_pgo_diff_tests
+  build-pgo/use/tests/agq_pgo_diff_tests
 fi
 echo "== all tests passed"
