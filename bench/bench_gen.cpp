@@ -72,9 +72,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "dataplane/port_readers.hpp"
 #include "dataplane/ports.hpp"
 #include "proto/agq.hpp"
 #include "proto/frame.hpp"
@@ -360,7 +362,12 @@ int run(const Opts& o) {
   rte_mbuf* per_q[16][64];
   uint16_t n_q[16];
 
+  // A port reader while it polls: a memif peer (the switch) leaving makes
+  // the PMD unmap the rings, and that unmap waits for this loop to be
+  // between rounds (dataplane/port_readers.hpp, pitfall P7).
+  std::optional<agq::dataplane::PortReader> reader(std::in_place);
   while (!g_stop.load(std::memory_order_relaxed)) {
+    reader->quiescent();
     const uint64_t now = rte_rdtsc();
     if (now >= t_end) break;
     if (!measuring && now >= t_meas) {
@@ -465,6 +472,7 @@ int run(const Opts& o) {
       rte_pktmbuf_free_bulk(rx, n);
     }
   }
+  reader.reset();
   rte_pktmbuf_free_bulk(prebuilt.data(), unsigned(prebuilt.size()));
   sent_meas = sent - sent_at_meas;
   const double secs = o.seconds;

@@ -32,18 +32,15 @@ for a in "$@"; do
 done
 
 scripts/setup.sh
-# ctest shares the cores through a resource spec (cmake/TestCores.cmake):
-# an integration test takes every core, a unit test one, and the niced
-# Tofino compiles none, so two extra job slots let them run beside the rest.
-jobs=$(( $(nproc) + 2 ))
+jobs=$(nproc)
 
 echo "== Release build"
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
 ninja -C build
 if [ "$p4compile" -eq 1 ]; then
-  ctest --test-dir build --output-on-failure -j "$jobs" --resource-spec-file "$PWD/build/ctest-cores.json"
+  ctest --test-dir build --output-on-failure -j "$jobs"
 else
-  ctest --test-dir build --output-on-failure -j "$jobs" --resource-spec-file "$PWD/build/ctest-cores.json" -LE p4compile
+  ctest --test-dir build --output-on-failure -j "$jobs" -LE p4compile
 fi
 
 if [ "$quick" -eq 0 ]; then
@@ -55,8 +52,7 @@ if [ "$quick" -eq 0 ]; then
   # DPDK's EAL keeps its memory until exit; leaks are checked by the unit
   # tests' own process, not by LSan at DPDK exit.
   ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --test-dir build-asan --output-on-failure -j "$jobs" --resource-spec-file "$PWD/build-asan/ctest-cores.json" \
-      -LE "multiprocess|p4|p4compile"
+    ctest --test-dir build-asan --output-on-failure -j "$jobs" -LE "multiprocess|p4|p4compile"
 fi
 if [ "$quick" -eq 0 ]; then
   echo "== PGO release build and its pipelines' differential tests"
