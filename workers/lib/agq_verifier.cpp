@@ -1,5 +1,8 @@
 #include "lib/agq_verifier.hpp"
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
@@ -11,9 +14,15 @@ inline uint32_t rd32(const uint8_t* p) {
 }
 }  // namespace
 
+AgqGradients::Rounds::~Rounds() {
+  if (data) ::munmap(data, bytes);
+}
+
 bool AgqGradients::init(const AgqJobSpec& job, const std::string& spec, uint64_t seed,
                         const std::vector<unsigned>& workers, std::string& err) {
-  bufs_.assign(job.num_workers, {});
+  bufs_.clear();
+  bufs_.resize(job.num_workers);
+  elements_ = job.elements;
   std::vector<unsigned> ws = workers;
   if (ws.empty())
     for (unsigned w = 0; w < job.num_workers; ++w) ws.push_back(w);
@@ -22,15 +31,24 @@ bool AgqGradients::init(const AgqJobSpec& job, const std::string& spec, uint64_t
       err = "worker id " + std::to_string(w) + " is not below N = " + std::to_string(job.num_workers);
       return false;
     }
-    if (!bufs_[w].empty()) continue;
-    bufs_[w].resize(job.rounds);
+    Rounds& b = bufs_[w];
+    if (b.data) continue;
+    b.bytes = std::max<size_t>(1, size_t(job.rounds) * job.elements * sizeof(float));
+    void* p = ::mmap(nullptr, b.bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) {
+      err = "cannot map " + std::to_string(b.bytes >> 20) + " MiB for worker " + std::to_string(w) +
+            "'s gradients (" + std::to_string(job.rounds) + " rounds of " + std::to_string(job.elements) +
+            " elements)";
+      b.bytes = 0;
+      return false;
+    }
+    ::madvise(p, b.bytes, MADV_HUGEPAGE);  // advice: fine if the kernel says no
+    b.data = static_cast<float*>(p);
     for (uint32_t r = 0; r < job.rounds; ++r) {
       auto s = make_source(spec, round_seed(seed, r), w, job.elements, err);
       if (!s) return false;
       if (describe_.empty()) describe_ = s->describe();
-      std::vector<float>& b = bufs_[w][r];
-      b.resize(job.elements);
-      for (uint64_t i = 0; i < job.elements; ++i) b[i] = s->at(i);
+      s->fill(0, job.elements, b.data + size_t(r) * job.elements);
     }
   }
   return true;
@@ -47,7 +65,7 @@ AgqCheck AgqVerifier::check(uint32_t round, uint64_t chunk, const agqc::ChunkPar
   std::array<bool, kAgqLanes> clipped{};
   const uint64_t base = chunk * lanes_;
   for (unsigned w = 0; w < n; ++w) {
-    const std::vector<float>& x = g_.tensor(w, round);
+    const std::span<const float> x = g_.tensor(w, round);
     for (unsigned k = 0; k < lanes_; ++k) {
       const float v = base + k < job_.elements ? x[base + k] : 0.0f;  // padding past the end is 0
       const auto e = agqc::encode(v, p.width, guard_, p.exponent);
