@@ -12,8 +12,10 @@
 // Counter ns_per_elem = time / elements of the tensor processed.
 #include <benchmark/benchmark.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "lib/agq_codec.hpp"
@@ -21,6 +23,7 @@
 #include "lib/agq_verifier.hpp"
 #include "lib/allreduce_engine.hpp"
 #include "lib/buffer_frame_io.hpp"
+#include "lib/gradient_source.hpp"
 #include "proto/agq.hpp"
 
 using namespace agq;
@@ -220,6 +223,49 @@ void BM_EngineLoss(benchmark::State& st) {
   st.counters["lag_at_half"] = double(e.stats().lag_at_half);
 }
 
+// Making a synthetic tensor (--source normal), the start-up of a worker that
+// checks every RESULT: arg 0 = at() per element (the classic workers and
+// verifiers), 1 = fill() (the agq workers' tensors, four lanes of libmvec
+// log and cos). The reference, BM_ScalarBoxMuller, is the per-element
+// formula the source used before (splitmix counter, libm log, sqrt and
+// cos; without the virtual call it also paid), in the same run.
+void BM_NormalSource(benchmark::State& st) {
+  std::string err;
+  const auto src = make_source("normal", 7, 0, kElems, err);
+  std::vector<float> out(kElems);
+  for (auto _ : st) {
+    if (st.range(0) == 0)
+      for (size_t i = 0; i < kElems; ++i) out[i] = src->at(i);
+    else
+      src->fill(0, kElems, out.data());
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  ns_per_elem(st, kElems);
+}
+
+uint64_t splitmix(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+void BM_ScalarBoxMuller(benchmark::State& st) {
+  std::vector<float> out(kElems);
+  const uint64_t key = splitmix(7);
+  for (auto _ : st) {
+    for (size_t i = 0; i < kElems; ++i) {
+      const double u0 = (double(splitmix(key ^ splitmix(i * 4)) >> 11) + 0.5) * 0x1.0p-53;
+      const double u1 = (double(splitmix(key ^ splitmix(i * 4 + 1)) >> 11) + 0.5) * 0x1.0p-53;
+      out[i] = float(std::sqrt(-2.0 * std::log(u0)) * std::cos(2.0 * M_PI * u1));
+    }
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  ns_per_elem(st, kElems);
+}
+
 }  // namespace
 
 BENCHMARK(BM_Encode)->Arg(2)->Arg(8)->Unit(benchmark::kMicrosecond);
@@ -227,4 +273,6 @@ BENCHMARK(BM_Decode)->Arg(2)->Arg(8)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Verify)->Arg(2)->Arg(4)->Arg(8)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Engine)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_EngineLoss)->Arg(0)->Arg(40)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_NormalSource)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ScalarBoxMuller)->Unit(benchmark::kMicrosecond);
 BENCHMARK_MAIN();

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include "lib/classic_window.hpp"
@@ -123,6 +124,31 @@ TEST(WorkerSource, DeterministicPerWorkerAndSeed) {
   EXPECT_TRUE(make_source("laplace:0.5", 1, 0, 10, err));
   EXPECT_FALSE(make_source("gauss", 1, 0, 10, err));
   EXPECT_NE(err.find("kind must be"), std::string::npos);
+}
+
+// fill() is the batched path (four lanes of libmvec log and cos) the agq
+// workers build their tensors with; at() is what the classic workers and
+// verifiers read element by element. They must agree bit for bit, at every
+// offset and length (the scalar tail of a batch, a batch that starts at an
+// odd element), and fill() of a source without a batched path is at().
+TEST(WorkerSource, FillEqualsAtBitForBit) {
+  std::string err;
+  for (const char* spec : {"normal", "normal:0.01", "laplace", "sparse:0.3", "constant:2"}) {
+    auto s = make_source(spec, 11, 3, 1000, err);
+    ASSERT_TRUE(s) << err;
+    for (uint64_t first : {0u, 1u, 7u, 1000u}) {
+      for (size_t n : {0u, 1u, 3u, 4u, 5u, 257u}) {
+        std::vector<float> got(n + 1, -7.0f);
+        s->fill(first, n, got.data());
+        for (size_t k = 0; k < n; ++k) {
+          const float want = s->at(first + k);
+          ASSERT_EQ(std::memcmp(&got[k], &want, sizeof want), 0)
+              << spec << " element " << first + k << ": fill " << got[k] << ", at " << want;
+        }
+        EXPECT_EQ(got[n], -7.0f) << spec << ": fill wrote past n = " << n;
+      }
+    }
+  }
 }
 
 TEST(WorkerSource, NpyFileRoundTripWithIdPattern) {
