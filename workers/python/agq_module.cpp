@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "dataplane/port_readers.hpp"
 #include "libagq/client.hpp"
 
 namespace py = pybind11;
@@ -169,4 +170,20 @@ PYBIND11_MODULE(_agq, m) {
            "[(id, ok, error, stats)] of the operations completed since the last call (waits up to timeout s)")
       .def("diagnostic", [](PyClient& p) { return p.c->diagnostic(); })
       .def("close", &PyClient::close);
+  // python/unmap_wrap.cpp. `guarded`: DPDK's unmaps of port memory wait for
+  // the poll thread (DPDK linked into the module); the figures count those
+  // waits since the module was loaded.
+  m.def("unmap_guard", [] {
+    const auto w = agq::dataplane::port_reader_waits();
+    py::dict d;
+#ifdef AGQ_UNMAP_WRAP
+    d["guarded"] = true;
+#else
+    d["guarded"] = false;
+#endif
+    d["waited"] = w.waited;
+    d["gave_up"] = w.gave_up;
+    d["longest_us"] = w.longest_us;
+    return d;
+  });
 }

@@ -29,8 +29,9 @@ class AgqClient:
         self._thread = threading.Thread(target=self._complete_loop, name="agq-completions", daemon=True)
         self._thread.start()
         # An orderly memif disconnect also when the script forgets close().
-        # (agq-switch waits for its lcores before unmapping a departed peer's
-        # rings, DPDK pitfall P7; this process has no such guard for its own.)
+        # (A switch that dies instead is survived: the module's DPDK waits
+        # for the poll thread before it unmaps the lost link's rings, pitfall
+        # P7, workers/python/unmap_wrap.cpp.)
         atexit.register(self.close)
 
     @staticmethod

@@ -56,10 +56,9 @@ class LocalSwitch:
         self.config.write_text("\n".join(cfg))
         try:
             vd = [f"--vdev={memif(i, s, 'server')}" for i, s in enumerate(self.socks)]
-            self.switch = self._start("switch", [binary("agq-switch"), *self._eal(f"{tag}sw", lcore, 256), *vd, "--",
-                                                 "--config", self.config, "--ctl-socket", self.ctl,
-                                                 "--idle-sleep-us", idle_sleep_us])
-            self._wait(lambda: all(s.exists() for s in self.socks) and self.ctl.exists(), self.switch, "switch sockets")
+            self._switch_argv = [binary("agq-switch"), *self._eal(f"{tag}sw", lcore, 256), *vd, "--",
+                                 "--config", self.config, "--ctl-socket", self.ctl, "--idle-sleep-us", idle_sleep_us]
+            self._start_switch()
             if with_ps:
                 self.ps = self._start("ps", [binary("agq-worker"), *self._eal(f"{tag}ps", "1", 64),
                                              f"--vdev={memif(0, self.socks[workers], 'client')}", "--",
@@ -70,6 +69,22 @@ class LocalSwitch:
         except BaseException:
             self.close()
             raise
+
+    def _start_switch(self):
+        self.switch = self._start("switch", self._switch_argv)
+        self._wait(lambda: all(s.exists() for s in self.socks) and self.ctl.exists(), self.switch, "switch sockets")
+
+    def restart_switch(self, down_s: float = 0.5):
+        """SIGKILL the switch (no orderly disconnect: its peers see their
+        links drop) and start it again from the same config after down_s:
+        empty registers, a new boot epoch, the job from the config."""
+        self.switch.kill()
+        self.switch.wait()
+        self.procs = [(n, p) for n, p in self.procs if p is not self.switch]
+        for s in [*self.socks, self.ctl]:
+            s.unlink(missing_ok=True)
+        time.sleep(down_s)
+        self._start_switch()
 
     @staticmethod
     def _eal(prefix, lcore, mem):
