@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "lib/agq_verifier.hpp"
 #include "lib/classic_window.hpp"
 #include "lib/expected_model.hpp"
 #include "lib/gradient_source.hpp"
@@ -149,6 +150,36 @@ TEST(WorkerSource, FillEqualsAtBitForBit) {
       }
     }
   }
+}
+
+// Every worker's rounds, as the sources make them; and a job too large for
+// the machine refused before any memory is touched, saying what to change.
+TEST(WorkerGradients, BuildsEveryRoundOrRefusesWhatDoesNotFit) {
+  AgqJobSpec job;
+  job.num_workers = 3;
+  job.rounds = 4;
+  job.elements = 1001;
+  std::string err;
+  AgqGradients g;
+  ASSERT_TRUE(g.init(job, "normal", 5, {}, err)) << err;
+  for (unsigned w = 0; w < 3; ++w)
+    for (uint32_t r = 0; r < 4; ++r) {
+      auto s = make_source("normal", round_seed(5, r), w, job.elements, err);
+      ASSERT_TRUE(s) << err;
+      const auto t = g.tensor(w, r);
+      ASSERT_EQ(t.size(), job.elements);
+      for (uint64_t i : {uint64_t(0), uint64_t(517), job.elements - 1}) EXPECT_EQ(t[i], s->at(i)) << w << " " << r;
+    }
+  job.rounds = 1u << 20;
+  job.elements = uint64_t(1) << 30;  // 3 workers x 2^20 rounds x 4 GiB
+  AgqGradients big;
+  err.clear();
+  EXPECT_FALSE(big.init(job, "normal", 5, {}, err));
+  EXPECT_NE(err.find("MiB this machine has available"), std::string::npos) << err;
+  EXPECT_NE(err.find("--verify off"), std::string::npos) << err;  // all workers' tensors: verification's
+  err.clear();
+  EXPECT_FALSE(big.init(job, "normal", 5, {1}, err));
+  EXPECT_EQ(err.find("--verify off"), std::string::npos) << err;  // only its own: nothing to gain there
 }
 
 TEST(WorkerSource, NpyFileRoundTripWithIdPattern) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 
 namespace agq::worker {
@@ -11,6 +12,18 @@ namespace agq::worker {
 namespace {
 inline uint32_t rd32(const uint8_t* p) {
   return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
+}
+
+// MemAvailable of /proc/meminfo in bytes; 0 when it cannot be read.
+size_t mem_available() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  unsigned long long kb = 0;
+  while (std::fgets(line, sizeof line, f))
+    if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+  std::fclose(f);
+  return size_t(kb) << 10;
 }
 }  // namespace
 
@@ -26,11 +39,25 @@ bool AgqGradients::init(const AgqJobSpec& job, const std::string& spec, uint64_t
   std::vector<unsigned> ws = workers;
   if (ws.empty())
     for (unsigned w = 0; w < job.num_workers; ++w) ws.push_back(w);
-  for (unsigned w : ws) {
+  for (unsigned w : ws)
     if (w >= job.num_workers) {
       err = "worker id " + std::to_string(w) + " is not below N = " + std::to_string(job.num_workers);
       return false;
     }
+  // Every tensor is built before the job starts: a job larger than the
+  // machine's free memory is refused here, with what to change, rather than
+  // ended by the OOM killer halfway through the fill.
+  const size_t per_worker = size_t(job.rounds) * job.elements * sizeof(float);
+  const size_t need = per_worker * ws.size(), avail = mem_available();
+  if (avail != 0 && need > avail) {
+    err = "the synthetic gradients need " + std::to_string(need >> 20) + " MiB (" + std::to_string(ws.size()) +
+          " workers' tensors x " + std::to_string(job.rounds) + " rounds x " + std::to_string(job.elements) +
+          " elements x 4 B), more than the " + std::to_string(avail >> 20) +
+          " MiB this machine has available: fewer --rounds or --elements" +
+          (workers.empty() ? std::string(", or --verify off (then a process builds only its own workers')") : "");
+    return false;
+  }
+  for (unsigned w : ws) {
     Rounds& b = bufs_[w];
     if (b.data) continue;
     b.bytes = std::max<size_t>(1, size_t(job.rounds) * job.elements * sizeof(float));
