@@ -1104,13 +1104,21 @@ def summarize(runs: list[dict]) -> list[dict]:
                       if per_cpu(r, "switch") and per_cpu(r, "testpmd")]
         # memif: the reps in which no device ran while the host had the two
         # vCPUs apart (a generator on the other vCPU then sets the rate).
-        close = [r["switch"] / r["testpmd"] for r in rs if r.get("switch") and r.get("testpmd")
-                 and not any(v for k, v in r.items() if k.endswith("_vcpus_apart"))]
+        close_runs = [r for r in rs if r.get("switch") and r.get("testpmd")
+                      and not any(v for k, v in r.items() if k.endswith("_vcpus_apart"))]
+        close = [r["switch"] / r["testpmd"] for r in close_runs]
+        close_cpu = [per_cpu(r, "switch") / per_cpu(r, "testpmd") for r in close_runs
+                     if per_cpu(r, "switch") and per_cpu(r, "testpmd")]
         out.append({"traffic": t, "lcores": lc, "switch_mpps": sw, "testpmd_mpps": tp,
                     "ratio_median": median(ratios), "ratio_min": min(ratios) if ratios else None,
                     "ratio_max": max(ratios) if ratios else None,
                     "close_reps": len(close), "ratio_close_median": median(close),
                     "ratio_close_min": min(close) if close else None, "ratio_close_max": max(close) if close else None,
+                    "close_rep_ids": [r.get("rep") for r in close_runs],
+                    "close_switch_mpps": median([r["switch"] for r in close_runs]),
+                    "close_testpmd_mpps": median([r["testpmd"] for r in close_runs]),
+                    "close_testpmd_refused": median([r.get("testpmd_refused") for r in close_runs]),
+                    "close_cpu_ratio_median": median(close_cpu),
                     "switch_cpu": median([r.get("switch_cpu") for r in rs]),
                     "testpmd_cpu": median([r.get("testpmd_cpu") for r in rs]),
                     "cpu_ratio_median": median(cpu_ratios),
@@ -1276,12 +1284,23 @@ def markdown(res: dict) -> str:
             L.append("")
             L += ["Ratio over the reps in which no device ran with the vCPUs apart (see the placement below; "
                   "such a device kept the faster of its attempts, and that was still one apart): the "
-                  "device's own rate, not the host's placement.", "",
-                  "| traffic | reps, vCPUs close | ratio (median) | range |", "|---|---:|---:|---|"]
+                  "device's own rate, not the host's placement. \"Close\" spans ~30-120 ns, and within it the "
+                  "generator's own limit moves: when testpmd io refused (almost) none of the generator's frames, "
+                  "testpmd ran at the generator's rate, not its own, and the ratio is an upper bound of the "
+                  "switch's ratio to testpmd's capacity; the per-vCPU ratio and the probes say how far.", "",
+                  "| traffic | reps, vCPUs close | ratio (median) | range | switch / testpmd io Mpps | "
+                  "testpmd io refused | per-vCPU ratio | probes of those reps, ns (median) |",
+                  "|---|---:|---:|---|---|---:|---:|---:|"]
+            placement = r.get("placement") or []
             for s in r["summary"]:
+                probes = [v for i in s.get("close_rep_ids") or [] if isinstance(i, int) and i < len(placement)
+                          for _, v in placement[i] if v is not None]
                 L.append(f"| {s['traffic']} | {s.get('close_reps', 0)} of {r['reps']} | "
                          f"{fmt(s.get('ratio_close_median'), 3)} | "
-                         f"{fmt(s.get('ratio_close_min'), 3)}–{fmt(s.get('ratio_close_max'), 3)} |")
+                         f"{fmt(s.get('ratio_close_min'), 3)}–{fmt(s.get('ratio_close_max'), 3)} | "
+                         f"{fmt(s.get('close_switch_mpps'), 2)} / {fmt(s.get('close_testpmd_mpps'), 2)} | "
+                         f"{fmt(s.get('close_testpmd_refused'), 3)} | {fmt(s.get('close_cpu_ratio_median'), 3)} | "
+                         f"{fmt(median(probes), 0)} |")
             L.append("")
             if any(v is not None for rep in r.get("placement") or [] for _, v in rep):
                 L += ["Host placement: one-way cache-line latency between the two vCPUs (bench_xcore, ns) "

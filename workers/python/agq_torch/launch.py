@@ -85,6 +85,7 @@ class LocalSwitch:
             s.unlink(missing_ok=True)
         time.sleep(down_s)
         self._start_switch()
+        self.procs.insert(0, self.procs.pop())  # close() stops its peers first, as before
 
     @staticmethod
     def _eal(prefix, lcore, mem):
