@@ -39,9 +39,15 @@ cmake -S "$root" -B "$out/gen" -G Ninja -DCMAKE_BUILD_TYPE=Release -DAGQ_PGO=gen
 ninja -C "$out/gen" agq-switch bench_gen
 
 echo "build-pgo: training (pcap replays through the instrumented switch)"
-AGQ_WORKERS=8 AGQ_WIDTH=8 AGQ_SLOTS=128 "$py" "$root/bench/run.py" --only pgo_train --no-build --build-dir "$out/gen" --no-boost
+# AGQ_PGO_QUICK=1 (scripts/test.sh): 2 s replays instead of 4 -- the same
+# paths, fewer counts; enough for tests of the optimised code's results,
+# not for a build to benchmark.
+quick=()
+[ "${AGQ_PGO_QUICK:-0}" = 1 ] && quick=(--quick)
+AGQ_WORKERS=8 AGQ_WIDTH=8 AGQ_SLOTS=128 "$py" "$root/bench/run.py" --only pgo_train --no-build --build-dir "$out/gen" \
+  --no-boost "${quick[@]}"
 AGQ_WORKERS=2 AGQ_WIDTH=32 AGQ_SLOTS=512 "$py" "$root/bench/run.py" --only pgo_train --traffic agq --no-build \
-  --build-dir "$out/gen" --no-boost
+  --build-dir "$out/gen" --no-boost "${quick[@]}"
 [ -d "$out/profile" ] || { echo "build-pgo: the training wrote no profile into $out/profile" >&2; exit 1; }
 
 echo "build-pgo: optimised build in $out/use"

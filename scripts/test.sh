@@ -8,7 +8,8 @@
 #      except the multi-process worker runs (label multiprocess), which are
 #      too slow under the sanitizers on 2 cores;
 #   3. the profile-guided release build (scripts/build-pgo.sh build-pgo:
-#      instrumented build, training replays, optimised build), then the
+#      instrumented build, training replays -- 2 s each here, AGQ_PGO_QUICK --,
+#      optimised build), then the
 #      differential tests of the three pipelines compiled with that profile
 #      (the same objects as its agq-switch) against their models.
 # Label p4 (whenever ../shared/tools/p4c exists, Skipped otherwise): the
@@ -64,7 +65,7 @@ if [ "$quick" -eq 0 ]; then
 fi
 if [ "$quick" -eq 0 ]; then
   echo "== PGO release build and its pipelines' differential tests"
-  scripts/build-pgo.sh build-pgo agq_pgo_diff_tests
+  AGQ_PGO_QUICK=1 scripts/build-pgo.sh build-pgo agq_pgo_diff_tests
   build-pgo/use/tests/agq_pgo_diff_tests
 fi
 echo "== all tests passed"
