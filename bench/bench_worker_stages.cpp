@@ -229,9 +229,9 @@ void BM_EngineLoss(benchmark::State& st) {
 // log and cos). The reference, BM_ScalarBoxMuller, is the per-element
 // formula the source used before (splitmix counter, libm log, sqrt and
 // cos; without the virtual call it also paid), in the same run.
-void BM_NormalSource(benchmark::State& st) {
+void source_bench(benchmark::State& st, const char* spec) {
   std::string err;
-  const auto src = make_source("normal", 7, 0, kElems, err);
+  const auto src = make_source(spec, 7, 0, kElems, err);
   std::vector<float> out(kElems);
   for (auto _ : st) {
     if (st.range(0) == 0)
@@ -243,6 +243,10 @@ void BM_NormalSource(benchmark::State& st) {
   }
   ns_per_elem(st, kElems);
 }
+void BM_NormalSource(benchmark::State& st) { source_bench(st, "normal"); }
+// The same for --source laplace (four lanes of libmvec log since session
+// IX), beside its old per-element formula, BM_ScalarLaplace.
+void BM_LaplaceSource(benchmark::State& st) { source_bench(st, "laplace"); }
 
 uint64_t splitmix(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
@@ -266,6 +270,20 @@ void BM_ScalarBoxMuller(benchmark::State& st) {
   ns_per_elem(st, kElems);
 }
 
+void BM_ScalarLaplace(benchmark::State& st) {
+  std::vector<float> out(kElems);
+  const uint64_t key = splitmix(7);
+  for (auto _ : st) {
+    for (size_t i = 0; i < kElems; ++i) {
+      const double u = (double(splitmix(key ^ splitmix(i * 4)) >> 11) + 0.5) * 0x1.0p-53 - 0.5;
+      out[i] = float(-1.0 * std::copysign(1.0, u) * std::log(1.0 - 2.0 * std::fabs(u)));
+    }
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  ns_per_elem(st, kElems);
+}
+
 }  // namespace
 
 BENCHMARK(BM_Encode)->Arg(2)->Arg(8)->Unit(benchmark::kMicrosecond);
@@ -275,4 +293,6 @@ BENCHMARK(BM_Engine)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_EngineLoss)->Arg(0)->Arg(40)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_NormalSource)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ScalarBoxMuller)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_LaplaceSource)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_ScalarLaplace)->Unit(benchmark::kMicrosecond);
 BENCHMARK_MAIN();
