@@ -34,6 +34,10 @@ class Counter {
     const uint64_t r = mix(key_ ^ mix(i * 4 + draw));
     return (double(r >> 11) + 0.5) * 0x1.0p-53;
   }
+  // uniform(i + l, draw) in lane l: the inputs of a four-lane kernel.
+  __m256d uniform4(uint64_t i, unsigned draw) const {
+    return _mm256_setr_pd(uniform(i, draw), uniform(i + 1, draw), uniform(i + 2, draw), uniform(i + 3, draw));
+  }
   double normal(uint64_t i) const {  // Box-Muller, one of the pair
     return std::sqrt(-2.0 * std::log(uniform(i, 0))) * std::cos(2.0 * M_PI * uniform(i, 1));
   }
@@ -41,6 +45,16 @@ class Counter {
  private:
   uint64_t key_;
 };
+
+// fill() of a source whose kernel makes four elements at once: whole quads
+// through quad(i, out) (elements i..i+3), the tail through at(), which is
+// lane 0 of the same kernel.
+template <class Source, class Quad>
+void fill_by_quads(const Source& src, uint64_t first, size_t n, float* out, Quad quad) {
+  size_t k = 0;
+  for (; k + 4 <= n; k += 4) quad(first + k, out + k);
+  for (; k < n; ++k) out[k] = src.at(first + k);
+}
 
 // N(0, sigma^2) by Box-Muller over the counter's two uniforms of element i,
 // four elements at a time through libmvec. A worker that checks every
@@ -58,14 +72,7 @@ class Normal final : public GradientSource {
     return out[0];
   }
   void fill(uint64_t first, size_t n, float* out) const override {
-    size_t k = 0;
-    for (; k + 4 <= n; k += 4) {
-      const uint64_t i = first + k;
-      four(_mm256_setr_pd(c_.uniform(i, 0), c_.uniform(i + 1, 0), c_.uniform(i + 2, 0), c_.uniform(i + 3, 0)),
-           _mm256_setr_pd(c_.uniform(i, 1), c_.uniform(i + 1, 1), c_.uniform(i + 2, 1), c_.uniform(i + 3, 1)),
-           out + k);
-    }
-    for (; k < n; ++k) out[k] = at(first + k);
+    fill_by_quads(*this, first, n, out, [this](uint64_t i, float* o) { four(c_.uniform4(i, 0), c_.uniform4(i, 1), o); });
   }
   std::string describe() const override { return "normal(sigma=" + std::to_string(sigma_) + ")"; }
 
@@ -93,13 +100,7 @@ class Laplace final : public GradientSource {
     return out[0];
   }
   void fill(uint64_t first, size_t n, float* out) const override {
-    size_t k = 0;
-    for (; k + 4 <= n; k += 4) {
-      const uint64_t i = first + k;
-      four(_mm256_setr_pd(c_.uniform(i, 0), c_.uniform(i + 1, 0), c_.uniform(i + 2, 0), c_.uniform(i + 3, 0)),
-           out + k);
-    }
-    for (; k < n; ++k) out[k] = at(first + k);
+    fill_by_quads(*this, first, n, out, [this](uint64_t i, float* o) { four(c_.uniform4(i, 0), o); });
   }
   std::string describe() const override { return "laplace(b=" + std::to_string(b_) + ")"; }
 
