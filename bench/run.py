@@ -1109,6 +1109,12 @@ def summarize(runs: list[dict]) -> list[dict]:
         close = [r["switch"] / r["testpmd"] for r in close_runs]
         close_cpu = [per_cpu(r, "switch") / per_cpu(r, "testpmd") for r in close_runs
                      if per_cpu(r, "switch") and per_cpu(r, "testpmd")]
+        # The same reps in ns per packet per vCPU-second: testpmd io's is the
+        # ports' I/O alone (memif's copies, alloc and free); the switch's
+        # minus it is the switch's own work; and a switch at 0.8x per vCPU
+        # may spend at most a quarter of testpmd's on its own work.
+        close_ns = [(1e3 / per_cpu(r, "testpmd"), 1e3 / per_cpu(r, "switch")) for r in close_runs
+                    if per_cpu(r, "switch") and per_cpu(r, "testpmd")]
         out.append({"traffic": t, "lcores": lc, "switch_mpps": sw, "testpmd_mpps": tp,
                     "ratio_median": median(ratios), "ratio_min": min(ratios) if ratios else None,
                     "ratio_max": max(ratios) if ratios else None,
@@ -1119,6 +1125,10 @@ def summarize(runs: list[dict]) -> list[dict]:
                     "close_testpmd_mpps": median([r["testpmd"] for r in close_runs]),
                     "close_testpmd_refused": median([r.get("testpmd_refused") for r in close_runs]),
                     "close_cpu_ratio_median": median(close_cpu),
+                    "close_testpmd_ns": median([t for t, _ in close_ns]),
+                    "close_switch_ns": median([w for _, w in close_ns]),
+                    "close_own_ns": median([w - t for t, w in close_ns]),
+                    "close_budget_ns": median([0.25 * t for t, _ in close_ns]),
                     "switch_cpu": median([r.get("switch_cpu") for r in rs]),
                     "testpmd_cpu": median([r.get("testpmd_cpu") for r in rs]),
                     "cpu_ratio_median": median(cpu_ratios),
@@ -1287,10 +1297,14 @@ def markdown(res: dict) -> str:
                   "device's own rate, not the host's placement. \"Close\" spans ~30-120 ns, and within it the "
                   "generator's own limit moves: when testpmd io refused (almost) none of the generator's frames, "
                   "testpmd ran at the generator's rate, not its own, and the ratio is an upper bound of the "
-                  "switch's ratio to testpmd's capacity; the per-vCPU ratio and the probes say how far.", "",
+                  "switch's ratio to testpmd's capacity; the per-vCPU ratio and the probes say how far. "
+                  "The same reps in ns per packet per vCPU-second: testpmd io's is the ports' I/O alone, the "
+                  "switch's minus it is the switch's own work (its program, replicas, decisions), and 0.8x "
+                  "per vCPU leaves that own work at most a quarter of testpmd's.", "",
                   "| traffic | reps, vCPUs close | ratio (median) | range | switch / testpmd io Mpps | "
-                  "testpmd io refused | per-vCPU ratio | probes of those reps, ns (median) |",
-                  "|---|---:|---:|---|---|---:|---:|---:|"]
+                  "testpmd io refused | per-vCPU ratio | ns per packet per vCPU: testpmd io / switch | "
+                  "switch's own work, ns / what 0.8x per vCPU leaves it | probes of those reps, ns (median) |",
+                  "|---|---:|---:|---|---|---:|---:|---|---|---:|"]
             placement = r.get("placement") or []
             for s in r["summary"]:
                 probes = [v for i in s.get("close_rep_ids") or [] if isinstance(i, int) and i < len(placement)
@@ -1300,6 +1314,8 @@ def markdown(res: dict) -> str:
                          f"{fmt(s.get('ratio_close_min'), 3)}–{fmt(s.get('ratio_close_max'), 3)} | "
                          f"{fmt(s.get('close_switch_mpps'), 2)} / {fmt(s.get('close_testpmd_mpps'), 2)} | "
                          f"{fmt(s.get('close_testpmd_refused'), 3)} | {fmt(s.get('close_cpu_ratio_median'), 3)} | "
+                         f"{fmt(s.get('close_testpmd_ns'), 1)} / {fmt(s.get('close_switch_ns'), 1)} | "
+                         f"{fmt(s.get('close_own_ns'), 1)} / {fmt(s.get('close_budget_ns'), 1)} | "
                          f"{fmt(median(probes), 0)} |")
             L.append("")
             if any(v is not None for rep in r.get("placement") or [] for _, v in rep):
