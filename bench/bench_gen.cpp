@@ -5,6 +5,7 @@
 //   bench_gen [EAL] -- --traffic l2|classic|agq [--seconds S] [--warmup S]
 //                      [--rate-mpps R] [--burst N] [--window N] [--workers N]
 //                      [--width BITS] [--rows R] [--queues Q] [--no-rx] [--reuse]
+//                      [--cpu-of TID[,TID...]]
 //   bench_gen --write-pcap FILE --traffic l2|classic|agq [--stream K]
 //             [--shard-mod M --shard-rem K] ...                              (no EAL)
 //
@@ -25,6 +26,13 @@
 // and the latency distribution of the packets that came back. --no-rx never
 // polls the rx queues: the device's tx toward this process then finds its
 // memif rings full (the switch's tx-drop test).
+//
+// --cpu-of (the device under test's lcore threads, any process): the CPU
+// time they got over exactly the measured interval, as a share of it
+// ("watched_cpu" in the JSON line; /proc/<tid>/schedstat, read at the
+// interval's start and end). A device whose lcores start polling only once
+// its links are up (testpmd) would otherwise look starved when measured
+// over the generator's whole run, its start-up and warm-up included.
 //
 // --reuse (throughput runs): every frame of the cycle is built once into its
 // own mbuf, and sending it is a reference-count increment (the memif PMD
@@ -105,6 +113,7 @@ struct Opts {
   unsigned shard_mod = 0, shard_rem = 0;  // --write-pcap: keep shard % mod == rem
   bool no_rx = false;   // never receive: the device under test's tx toward us fills and must drop
   bool reuse = false;   // throughput only: prebuilt mbufs sent again and again (no alloc, no copy, no stamp)
+  std::vector<unsigned> cpu_of;  // thread ids whose CPU time over the measured interval is reported
   size_t max_samples = 4u << 20;
 };
 
@@ -255,6 +264,24 @@ int write_pcap(const Opts& o) {
   return std::fclose(f) == 0 ? 0 : 1;
 }
 
+// CPU time (ns) the threads got so far: the first field of their
+// /proc/<tid>/schedstat; -1 when one is gone (the device under test exited).
+int64_t threads_cpu_ns(const std::vector<unsigned>& tids) {
+  int64_t total = 0;
+  for (unsigned tid : tids) {
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%u/schedstat", tid);
+    FILE* f = std::fopen(path, "r");
+    if (!f) return -1;
+    unsigned long long ns = 0;
+    const int got = std::fscanf(f, "%llu", &ns);
+    std::fclose(f);
+    if (got != 1) return -1;
+    total += int64_t(ns);
+  }
+  return total;
+}
+
 bool parse_args(int argc, char** argv, Opts& o) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -281,6 +308,18 @@ bool parse_args(int argc, char** argv, Opts& o) {
     else if (a == "--shard-rem") o.shard_rem = unsigned(std::atoi(next()));
     else if (a == "--no-rx") o.no_rx = true;
     else if (a == "--reuse") o.reuse = true;
+    else if (a == "--cpu-of") {
+      for (const char* t = next(); *t;) {
+        char* end = nullptr;
+        const unsigned long tid = std::strtoul(t, &end, 10);
+        if (end == t || tid == 0 || (*end && *end != ',')) {
+          std::fprintf(stderr, "bench_gen: --cpu-of wants thread ids separated by commas\n");
+          return false;
+        }
+        o.cpu_of.push_back(unsigned(tid));
+        t = *end ? end + 1 : end;
+      }
+    }
     else {
       std::fprintf(stderr, "bench_gen: unknown option %s\n", a.c_str());
       return false;
@@ -355,6 +394,8 @@ int run(const Opts& o) {
   lat_ns.reserve(std::min<size_t>(o.max_samples, 1u << 20));
   uint64_t sent = 0, sent_meas = 0, rcvd_meas = 0, refused = 0, sent_at_meas = 0;
   bool measuring = false;
+  int64_t cpu_at_meas = -1, cpu_at_end = -1;  // --cpu-of threads' CPU ns
+  uint64_t tsc_at_meas = 0, tsc_at_end = 0;
   size_t next_frame = 0;
   rte_mbuf* tx[64];
   rte_mbuf* rx[64];
@@ -369,10 +410,14 @@ int run(const Opts& o) {
   while (!g_stop.load(std::memory_order_relaxed)) {
     reader->quiescent();
     const uint64_t now = rte_rdtsc();
-    if (now >= t_end) break;
+    if (now >= t_end) {
+      if (!o.cpu_of.empty()) cpu_at_end = threads_cpu_ns(o.cpu_of), tsc_at_end = rte_rdtsc();
+      break;
+    }
     if (!measuring && now >= t_meas) {
       measuring = true;
       sent_at_meas = sent;
+      if (!o.cpu_of.empty()) cpu_at_meas = threads_cpu_ns(o.cpu_of), tsc_at_meas = rte_rdtsc();
     }
     unsigned want = o.burst;
     if (pkts_per_tsc > 0) {
@@ -476,13 +521,18 @@ int run(const Opts& o) {
   rte_pktmbuf_free_bulk(prebuilt.data(), unsigned(prebuilt.size()));
   sent_meas = sent - sent_at_meas;
   const double secs = o.seconds;
+  // -1: not asked (--cpu-of), or a watched thread went away.
+  const double watched = cpu_at_meas >= 0 && cpu_at_end >= cpu_at_meas && tsc_at_end > tsc_at_meas
+                             ? double(cpu_at_end - cpu_at_meas) * 1e-9 / (double(tsc_at_end - tsc_at_meas) / double(hz))
+                             : -1.0;
   std::printf(
       "{\"traffic\":\"%s\",\"rate_mpps_target\":%.4f,\"seconds\":%.3f,\"tx_pkts\":%llu,\"rx_pkts\":%llu,"
       "\"tx_refused\":%llu,\"tx_mpps\":%.4f,\"rx_mpps\":%.4f,\"lat_samples\":%zu,\"lat_p50_ns\":%.0f,"
-      "\"lat_p99_ns\":%.0f,\"lat_p999_ns\":%.0f,\"lat_max_ns\":%.0f}\n",
+      "\"lat_p99_ns\":%.0f,\"lat_p999_ns\":%.0f,\"lat_max_ns\":%.0f,\"watched_cpu\":%.4f}\n",
       o.traffic.c_str(), o.rate_mpps, secs, (unsigned long long)sent_meas, (unsigned long long)rcvd_meas,
       (unsigned long long)refused, double(sent_meas) / secs * 1e-6, double(rcvd_meas) / secs * 1e-6, lat_ns.size(),
-      percentile(lat_ns, 0.50), percentile(lat_ns, 0.99), percentile(lat_ns, 0.999), percentile(lat_ns, 1.0));
+      percentile(lat_ns, 0.50), percentile(lat_ns, 0.99), percentile(lat_ns, 0.999), percentile(lat_ns, 1.0),
+      watched);
   std::fflush(stdout);
   return 0;
 }
