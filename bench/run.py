@@ -717,7 +717,8 @@ class Bench:
                                                 if g and g["tx_refused"] + g["tx_pkts"] else None)
                     if dut == "switch" and g:
                         switch_cap[t] = g["tx_mpps"]
-                for t in ts if dut != "testpmd_packed" else []:  # latency: the switch and testpmd io
+                # latency: the switch and testpmd io (not with --memif-lean)
+                for t in ts if dut != "testpmd_packed" and not self.a.memif_lean else []:
                     for load, rate in (("low", low), ("80%", 0.8 * (switch_cap.get(t) or 0))):
                         if rate <= 0:
                             continue
@@ -733,7 +734,10 @@ class Bench:
         for r in range(reps):
             # Interleaved, alternating order; a testpmd-first rep uses the
             # previous rep's switch capacity for its 80% load.
-            order = ["switch", "testpmd", "testpmd_packed"]
+            # --memif-lean: the row's two devices only, no latency runs -- a
+            # rep in ~1/3 of the time, so a run gets enough reps with the
+            # vCPUs close (the ratio issue 9 names) to give it a spread.
+            order = ["switch", "testpmd"] + ([] if self.a.memif_lean else ["testpmd_packed"])
             if r % 2:
                 order.reverse()
             res = {t: {} for t in self.traffics()}
@@ -1210,6 +1214,13 @@ def fmt(x, nd=2):
     return str(x)
 
 
+def fmt_range(lo, hi, nd=2) -> str:
+    """lo–hi, or one dash when there is no range (e.g. a device not run)."""
+    if lo is None and hi is None:
+        return "–"
+    return f"{fmt(lo, nd)}–{fmt(hi, nd)}"
+
+
 def machine() -> dict:
     model = "?"
     for line in Path("/proc/cpuinfo").read_text().splitlines():
@@ -1294,11 +1305,11 @@ def markdown(res: dict) -> str:
         for s in r["summary"]:
             L.append(f"| {s['traffic']} | {s['lcores']} | {fmt(s['switch_mpps'])} | {fmt(s['switch_mpps_per_lcore'])} "
                      f"| {fmt(s['switch_gbps'])} | {s.get('frame_bytes', '–')} | {fmt(s['testpmd_mpps'])} | "
-                     f"{fmt(s['ratio_median'], 3)} | {fmt(s['ratio_min'], 3)}–{fmt(s['ratio_max'], 3)} | "
+                     f"{fmt(s['ratio_median'], 3)} | {fmt_range(s['ratio_min'], s['ratio_max'], 3)} | "
                      f"{fmt(s.get('switch_cpu'))} / {fmt(s.get('testpmd_cpu'))} | {fmt(s.get('cpu_ratio_median'), 3)} | "
-                     f"{fmt(s.get('cpu_ratio_min'), 3)}–{fmt(s.get('cpu_ratio_max'), 3)} | "
+                     f"{fmt_range(s.get('cpu_ratio_min'), s.get('cpu_ratio_max'), 3)} | "
                      f"{fmt(s.get('packed_mpps'))} | {fmt(s.get('packed_ratio_median'), 3)} | "
-                     f"{fmt(s.get('packed_ratio_min'), 3)}–{fmt(s.get('packed_ratio_max'), 3)} | "
+                     f"{fmt_range(s.get('packed_ratio_min'), s.get('packed_ratio_max'), 3)} | "
                      f"{fmt(s.get('packed_cpu_ratio_median'), 3)} |")
         L.append("")
         if any(s.get("baseline_mpps") for s in r["summary"]):
@@ -1339,7 +1350,7 @@ def markdown(res: dict) -> str:
                           for _, v in placement[i] if v is not None]
                 L.append(f"| {s['traffic']} | {s.get('close_reps', 0)} of {r['reps']} | "
                          f"{fmt(s.get('ratio_close_median'), 3)} | "
-                         f"{fmt(s.get('ratio_close_min'), 3)}–{fmt(s.get('ratio_close_max'), 3)} | "
+                         f"{fmt_range(s.get('ratio_close_min'), s.get('ratio_close_max'), 3)} | "
                          f"{fmt(s.get('close_switch_mpps'), 2)} / {fmt(s.get('close_testpmd_mpps'), 2)} | "
                          f"{fmt(s.get('close_testpmd_refused'), 3)} | {fmt(s.get('close_cpu_ratio_median'), 3)} | "
                          f"{fmt(s.get('close_testpmd_ns'), 1)} / {fmt(s.get('close_switch_ns'), 1)} | "
@@ -1378,12 +1389,12 @@ def markdown(res: dict) -> str:
                   "|---|---|---:|---|---:|---:|---|---|---:|---:|---|---:|"]
             for x in r["scaling"]:
                 xc = ", ".join("/".join(f"{v:.0f}" for v in rep) for rep in x.get("xcore_ns") or [] if rep)
-                fast_range = (f"{fmt(x['fast_ratio_min'], 2)}–{fmt(x['fast_ratio_max'], 2)}"
+                fast_range = (f"{fmt_range(x['fast_ratio_min'], x['fast_ratio_max'], 2)}"
                               if x.get("fast_reps") else "–")
                 L.append(f"| {x['traffic']} | {x['mode']} | {fmt(x['ratio_median'], 2)} | "
-                         f"{fmt(x['ratio_min'], 2)}–{fmt(x['ratio_max'], 2)} | {fmt(x.get('testpmd_ratio_median'), 2)} | "
+                         f"{fmt_range(x['ratio_min'], x['ratio_max'], 2)} | {fmt(x.get('testpmd_ratio_median'), 2)} | "
                          f"{fmt(x.get('per_cpu_ratio_median'), 2)} | "
-                         f"{fmt(x.get('per_cpu_ratio_min'), 2)}–{fmt(x.get('per_cpu_ratio_max'), 2)} | "
+                         f"{fmt_range(x.get('per_cpu_ratio_min'), x.get('per_cpu_ratio_max'), 2)} | "
                          f"{xc or '–'} | {x.get('fast_reps', 0)} | {fmt(x.get('fast_ratio_median'), 2)} | "
                          f"{fast_range} | {fmt(x.get('fast_testpmd_ratio_median'), 2)} |")
             L.append("")
@@ -1655,6 +1666,10 @@ def main() -> int:
                     help="build dir of a second agq-switch (e.g. main's) measured beside this one in the pcap "
                          "part, same ports, same reps")
     ap.add_argument("--reps", type=int, default=0, help="interleaved repetitions (default 3, quick 1)")
+    ap.add_argument("--memif-lean", action="store_true",
+                    help="memif part: throughput of the switch and testpmd io only (no testpmd packed, no "
+                         "latency runs), so many --reps fit in a run: for the spread of the ratio over the "
+                         "reps with the vCPUs close")
     ap.add_argument("--no-build", action="store_true", help="do not run cmake/ninja first")
     ap.add_argument("--pgo", action="store_true",
                     help="measure the profile-guided build (scripts/build-pgo.sh into BUILD-pgo; with --no-build "
