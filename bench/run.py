@@ -239,6 +239,11 @@ def wait_for(pred, timeout: float, interval: float = 0.05) -> bool:
     return False
 
 
+# A memif rep's switch that refused less than this share of the generator's
+# frames ran at the generator's rate, not its own (summarize()).
+SWITCH_LIMITED_REFUSED = 0.10
+
+
 def median(xs):
     xs = [x for x in xs if x is not None]
     return statistics.median(xs) if xs else None
@@ -1135,8 +1140,15 @@ def summarize(runs: list[dict]) -> list[dict]:
                       if per_cpu(r, "switch") and per_cpu(r, "testpmd")]
         # memif: the reps in which no device ran while the host had the two
         # vCPUs apart (a generator on the other vCPU then sets the rate).
-        close_runs = [r for r in rs if r.get("switch") and r.get("testpmd")
-                      and not any(v for k, v in r.items() if k.endswith("_vcpus_apart"))]
+        close_all = [r for r in rs if r.get("switch") and r.get("testpmd")
+                     and not any(v for k, v in r.items() if k.endswith("_vcpus_apart"))]
+        # ... in which the switch set its own rate: a switch that refused
+        # (almost) none of the generator's frames ran at the generator's
+        # rate, and so (refusing little too) did testpmd -- such a rep
+        # compares the generator with itself (~1.0) and says nothing of the
+        # switch. (Only memif reps have refusal counts; pcap reps pass.)
+        close_runs = [r for r in close_all
+                      if r.get("switch_refused") is None or r["switch_refused"] >= SWITCH_LIMITED_REFUSED]
         close = [r["switch"] / r["testpmd"] for r in close_runs]
         close_cpu = [per_cpu(r, "switch") / per_cpu(r, "testpmd") for r in close_runs
                      if per_cpu(r, "switch") and per_cpu(r, "testpmd")]
@@ -1150,6 +1162,7 @@ def summarize(runs: list[dict]) -> list[dict]:
                     "ratio_median": median(ratios), "ratio_min": min(ratios) if ratios else None,
                     "ratio_max": max(ratios) if ratios else None,
                     "close_reps": len(close), "ratio_close_median": median(close),
+                    "close_generator_limited": len(close_all) - len(close_runs),
                     "ratio_close_min": min(close) if close else None, "ratio_close_max": max(close) if close else None,
                     "close_rep_ids": [r.get("rep") for r in close_runs],
                     "close_switch_mpps": median([r["switch"] for r in close_runs]),
@@ -1339,7 +1352,9 @@ def markdown(res: dict) -> str:
                   "switch's ratio to testpmd's capacity; the per-vCPU ratio and the probes say how far. "
                   "The same reps in ns per packet per vCPU-second: testpmd io's is the ports' I/O alone, the "
                   "switch's minus it is the switch's own work (its program, replicas, decisions), and 0.8x "
-                  "per vCPU leaves that own work at most a quarter of testpmd's.", "",
+                  "per vCPU leaves that own work at most a quarter of testpmd's. A close rep in which the "
+                  f"switch refused less than {SWITCH_LIMITED_REFUSED:.0%} of the generator's frames is left "
+                  "out: the generator, not the switch, set both devices' rates there.", "",
                   "| traffic | reps, vCPUs close | ratio (median) | range | switch / testpmd io Mpps | "
                   "testpmd io refused | per-vCPU ratio | ns per packet per vCPU: testpmd io / switch | "
                   "switch's own work, ns / what 0.8x per vCPU leaves it | probes of those reps, ns (median) |",
@@ -1348,7 +1363,9 @@ def markdown(res: dict) -> str:
             for s in r["summary"]:
                 probes = [v for i in s.get("close_rep_ids") or [] if isinstance(i, int) and i < len(placement)
                           for _, v in placement[i] if v is not None]
-                L.append(f"| {s['traffic']} | {s.get('close_reps', 0)} of {r['reps']} | "
+                gl = s.get("close_generator_limited") or 0
+                L.append(f"| {s['traffic']} | {s.get('close_reps', 0)} of {r['reps']}"
+                         f"{f' (+{gl} generator-limited, left out)' if gl else ''} | "
                          f"{fmt(s.get('ratio_close_median'), 3)} | "
                          f"{fmt_range(s.get('ratio_close_min'), s.get('ratio_close_max'), 3)} | "
                          f"{fmt(s.get('close_switch_mpps'), 2)} / {fmt(s.get('close_testpmd_mpps'), 2)} | "
