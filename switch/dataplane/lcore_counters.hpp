@@ -41,6 +41,12 @@ struct alignas(64) LcoreCounters {
   Counter memif_missing_drops;  // what was read from such a queue before that (not the client's frames)
   Counter memif_check_retries; // ring checks a port-stats reset made undecidable (checked again on the next burst)
   Counter run_packets;     // packets of one-flow runs the program decided at once (the fused path)
+  // TSC cycles of the rounds that received something, from the first rx
+  // call to the end of the round's flush (testpmd's --record-core-cycles,
+  // VPP's clocks per vector): busy_cycles / rx is the lcore's cost per
+  // packet whether or not the sender kept it saturated. Empty rounds (the
+  // idle back-off's polls) are not counted.
+  Counter busy_cycles;
 
   // Calls fn(name, value) for every counter, in a stable order.
   template <typename Fn> void for_each(Fn&& fn) const {
@@ -64,6 +70,7 @@ struct alignas(64) LcoreCounters {
     fn("memif_missing_drops", memif_missing_drops.get());
     fn("memif_check_retries", memif_check_retries.get());
     fn("run_packets", run_packets.get());
+    fn("busy_cycles", busy_cycles.get());
   }
 };
 

@@ -26,6 +26,8 @@ def test_full_tx_ring_drops_and_counts(procs, tmp_path):
                                           [memif_vdev(i, socks[i], "server") for i in range(2)]),
                                 "--", "--config", cfg, "--ctl-socket", ctl, "--idle-sleep-us", "50"])
     wait_for(lambda: ctl.exists() and all(s.exists() for s in socks), 30, what="switch up")
+    # Rounds that received nothing are not busy (dp.busy_cycles).
+    assert counters(ctl)["dp.busy_cycles"] == 0
     gen = procs.start("gen", [binary("bench_gen"),
                               *eal_args(unique_prefix("txg"), "1",
                                         [memif_vdev(i, socks[i], "client") for i in range(2)]),
@@ -56,6 +58,11 @@ def test_full_tx_ring_drops_and_counts(procs, tmp_path):
     # tx drops are counted like any other (how many bursts were that long
     # depends on how the two processes were scheduled).
     assert c["dp.run_packets"] > 0, c
+    # Busy cycles: counted for the rounds that received frames, so at least
+    # the TSC's ticks of one rx burst and at most the run's (a 1 s run:
+    # < 4e9 ticks per received frame on any TSC below 4 GHz).
+    assert 0 < c["dp.busy_cycles"] < 4e9 * 10, c
+    assert c["dp.busy_cycles"] / c["dp.rx"] > 1, c
     ports = json.loads(agqctl(ctl, "ports", "--json").stdout)
     rows = ports["ports"] if isinstance(ports, dict) else ports
     by_id = {int(r["port"]): r for r in rows}
