@@ -4,7 +4,7 @@
 //
 //   bench_gen [EAL] -- --traffic l2|classic|agq [--seconds S] [--warmup S]
 //                      [--rate-mpps R] [--burst N] [--window N] [--workers N]
-//                      [--width BITS] [--rows R] [--queues Q] [--no-rx] [--reuse]
+//                      [--width BITS] [--rows R] [--queues Q] [--no-rx] [--reuse] [--linger S]
 //                      [--cpu-of TID[,TID...]]
 //   bench_gen --write-pcap FILE --traffic l2|classic|agq [--stream K]
 //             [--shard-mod M --shard-rem K] ...                              (no EAL)
@@ -25,7 +25,10 @@
 // under test's input rate once it is the bottleneck), packets received back,
 // and the latency distribution of the packets that came back. --no-rx never
 // polls the rx queues: the device's tx toward this process then finds its
-// memif rings full (the switch's tx-drop test).
+// memif rings full (the switch's tx-drop test). --linger S: after the JSON
+// line, stay connected for S s (or until SIGINT), receiving and freeing, so
+// that a device under test can be stopped with its memif link still up
+// (testpmd's --record-core-cycles; bench/run.py's memif part).
 //
 // --cpu-of (the device under test's lcore threads, any process): the CPU
 // time they got over exactly the measured interval, as a share of it
@@ -111,6 +114,7 @@ struct Opts {
   unsigned rows = 0;    // agq: the job's row quota; 0 = window * width / 32
   unsigned queues = 1;  // memif rings per port; shard k leaves on ring k % queues
   unsigned shard_mod = 0, shard_rem = 0;  // --write-pcap: keep shard % mod == rem
+  double linger = 0;    // --linger: seconds to stay connected after the report
   bool no_rx = false;   // never receive: the device under test's tx toward us fills and must drop
   bool reuse = false;   // throughput only: prebuilt mbufs sent again and again (no alloc, no copy, no stamp)
   std::vector<unsigned> cpu_of;  // thread ids whose CPU time over the measured interval is reported
@@ -307,6 +311,7 @@ bool parse_args(int argc, char** argv, Opts& o) {
     else if (a == "--shard-mod") o.shard_mod = unsigned(std::atoi(next()));
     else if (a == "--shard-rem") o.shard_rem = unsigned(std::atoi(next()));
     else if (a == "--no-rx") o.no_rx = true;
+    else if (a == "--linger") o.linger = std::atof(next());
     else if (a == "--reuse") o.reuse = true;
     else if (a == "--cpu-of") {
       for (const char* t = next(); *t;) {
@@ -517,8 +522,6 @@ int run(const Opts& o) {
       rte_pktmbuf_free_bulk(rx, n);
     }
   }
-  reader.reset();
-  rte_pktmbuf_free_bulk(prebuilt.data(), unsigned(prebuilt.size()));
   sent_meas = sent - sent_at_meas;
   const double secs = o.seconds;
   // -1: not asked (--cpu-of), or a watched thread went away.
@@ -534,6 +537,25 @@ int run(const Opts& o) {
       percentile(lat_ns, 0.50), percentile(lat_ns, 0.99), percentile(lat_ns, 0.999), percentile(lat_ns, 1.0),
       watched);
   std::fflush(stdout);
+  // --linger: the report is out; stay connected, receiving (and freeing)
+  // whatever still comes back, so that the device under test can be
+  // stopped while its memif link is up -- testpmd prints its forward
+  // statistics (--record-core-cycles) from port statistics that a memif
+  // peer leaving resets.
+  const uint64_t t_linger = rte_rdtsc() + uint64_t(o.linger * double(hz));
+  while (o.linger > 0 && !g_stop.load(std::memory_order_relaxed) && rte_rdtsc() < t_linger) {
+    reader->quiescent();
+    bool any = false;
+    for (uint16_t p = 0; p < nports; ++p)
+      for (uint16_t q = 0; q < ports.info(p).rx_queues; ++q)
+        if (const uint16_t n = rte_eth_rx_burst(p, q, rx, 64)) {
+          rte_pktmbuf_free_bulk(rx, n);
+          any = true;
+        }
+    if (!any) rte_delay_us_sleep(100);  // idle: leave the CPU to the device
+  }
+  reader.reset();
+  rte_pktmbuf_free_bulk(prebuilt.data(), unsigned(prebuilt.size()));
   return 0;
 }
 

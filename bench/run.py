@@ -641,12 +641,23 @@ class Bench:
                                         "--idle-sleep-us", "0", "--quiet"])
         else:
             p = self.procs.start(name, ["stdbuf", "-oL", self.testpmd, *eal(self.procs.prefix("tm"), ["--lcores", "0@0,1@0"], vdevs),
-                                        "--", "--forward-mode=io", "--stats-period", "1",
+                                        "--", "--forward-mode=io", "--stats-period", "1", "--record-core-cycles",
                                         "--total-num-mbufs=16384", "--nb-cores=1", *TESTPMD_DUTS[dut]])
         wait_for(lambda: all((self.work / f"m{i}.sock").exists() for i in range(2)), 15)
         return p
 
-    def gen(self, traffic: str, seconds: float, rate: float = 0.0, cpu_of: list[int] | None = None) -> dict | None:
+    def switch_busy(self, sock: Path) -> tuple[int, int] | None:
+        """(dp.busy_cycles, dp.rx) of the running switch, or None."""
+        try:
+            out = subprocess.run([str(self.bin["ctl"]), "--socket", str(sock), "counters"], capture_output=True,
+                                 text=True, timeout=30).stdout
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        c = {l.split()[0]: int(l.split()[1]) for l in out.splitlines() if len(l.split()) == 2 and l.split()[1].isdigit()}
+        return (c["dp.busy_cycles"], c["dp.rx"]) if "dp.busy_cycles" in c and "dp.rx" in c else None
+
+    def gen(self, traffic: str, seconds: float, rate: float = 0.0, cpu_of: list[int] | None = None,
+            on_report=None) -> dict | None:
         """Throughput runs (rate 0) send prebuilt frames (bench_gen --reuse:
         no per-packet allocation, copy or stamp; only the memif copies), so
         the generator outruns the device under test: its tx_refused (frames
@@ -659,9 +670,14 @@ class Bench:
         extra = ["--reuse"] if rate == 0 else []
         if cpu_of:
             extra += ["--cpu-of", ",".join(str(t) for t in cpu_of)]
+        if on_report:  # stays connected after its report until on_report() returns (then SIGINT)
+            extra += ["--linger", 30]
         p = self.procs.start("gen", [self.bin["gen"], *argv, "--",
                                      *self.gen_traffic(traffic), "--seconds", seconds, "--warmup", 1 if rate == 0 else 0.5,
                                      "--rate-mpps", f"{rate:.4f}", *extra])
+        if on_report:
+            wait_for(lambda: json_lines(output(p)) or p.poll() is not None, seconds + 30, 0.1)
+            on_report()
         self.procs.wait(p, seconds + 30)
         js = json_lines(output(p))
         return js[-1] if js else None
@@ -698,7 +714,24 @@ class Bench:
                     # looked starved (0.83-0.88 of a vCPU where it had 1.00).
                     tids = lcore_tids(p.pid, sel)
                     t0, c0 = time.monotonic(), thread_cpu_ns(p.pid, sel)
-                    g = self.gen(t, secs, cpu_of=tids)
+                    # Busy TSC cycles per packet, which the generator's
+                    # limit does not hide: the switch's dp.busy_cycles / dp.rx
+                    # over this run; testpmd's --record-core-cycles, which it
+                    # prints when stopped -- with its memif link still up
+                    # (a peer leaving resets the port statistics it divides
+                    # by), so only after its last traffic and when no
+                    # latency run follows (--memif-lean).
+                    busy0 = self.switch_busy(self.work / "ctl.sock") if dut == "switch" else None
+                    stop_at_report = (dut.startswith("testpmd") and self.a.memif_lean and t == ts[-1])
+                    g = self.gen(t, secs, cpu_of=tids, on_report=(lambda: self.procs.stop(p)) if stop_at_report else None)
+                    if dut == "switch":
+                        busy1 = self.switch_busy(self.work / "ctl.sock")
+                        res[t]["switch_busy_cyc"] = (
+                            (busy1[0] - busy0[0]) / (busy1[1] - busy0[1])
+                            if busy0 and busy1 and busy1[1] > busy0[1] else None)
+                    elif stop_at_report:
+                        m = re.findall(r"CPU cycles/packet=([0-9.]+)", output(p))
+                        res[t][dut + "_busy_cyc"] = float(m[-1]) if m else None
                     if g is None and p.poll() is None:
                         # No report: on a loaded machine the generator can
                         # miss a DUT still setting up its memif server
@@ -1158,7 +1191,18 @@ def summarize(runs: list[dict]) -> list[dict]:
         # may spend at most a quarter of testpmd's on its own work.
         close_ns = [(1e3 / per_cpu(r, "testpmd"), 1e3 / per_cpu(r, "switch")) for r in close_runs
                     if per_cpu(r, "switch") and per_cpu(r, "testpmd")]
+        # Busy TSC cycles per packet (memif, --memif-lean): what each device
+        # spends per packet whoever set the rate, so the close reps where
+        # the generator did count too; testpmd's over the switch's is the
+        # ratio of their capacities (a rate ratio is at most that of the
+        # slower of device and generator).
+        cyc = [(r["switch_busy_cyc"], r["testpmd_busy_cyc"]) for r in close_all
+               if r.get("switch_busy_cyc") and r.get("testpmd_busy_cyc")]
+        cap = [tc / sc for sc, tc in cyc]
         out.append({"traffic": t, "lcores": lc, "switch_mpps": sw, "testpmd_mpps": tp,
+                    "capacity_reps": len(cap), "capacity_ratio_median": median(cap),
+                    "capacity_ratio_min": min(cap) if cap else None, "capacity_ratio_max": max(cap) if cap else None,
+                    "close_switch_cyc": median([sc for sc, _ in cyc]), "close_testpmd_cyc": median([tc for _, tc in cyc]),
                     "ratio_median": median(ratios), "ratio_min": min(ratios) if ratios else None,
                     "ratio_max": max(ratios) if ratios else None,
                     "close_reps": len(close), "ratio_close_median": median(close),
@@ -1374,6 +1418,21 @@ def markdown(res: dict) -> str:
                          f"{fmt(s.get('close_own_ns'), 1)} / {fmt(s.get('close_budget_ns'), 1)} | "
                          f"{fmt(median(probes), 0)} |")
             L.append("")
+            if any(s.get("capacity_reps") for s in r["summary"]):
+                L += ["Capacity (--memif-lean): busy TSC cycles per packet over the same close reps, "
+                      "generator-limited ones included -- agq-switch's dp.busy_cycles / dp.rx, testpmd io's "
+                      "--record-core-cycles (the cycles of the rounds that received something, rx to tx). "
+                      "They do not depend on which of device and generator was slower, so testpmd's over "
+                      "the switch's is the ratio of their capacities; the rate ratio above is at most that "
+                      "of the slower of testpmd and the generator.", "",
+                      "| traffic | reps | switch / testpmd io, cycles per packet | capacity ratio (median) | range |",
+                      "|---|---:|---|---:|---|"]
+                for s in r["summary"]:
+                    if s.get("capacity_reps"):
+                        L.append(f"| {s['traffic']} | {s['capacity_reps']} | {fmt(s.get('close_switch_cyc'), 1)} / "
+                                 f"{fmt(s.get('close_testpmd_cyc'), 1)} | {fmt(s.get('capacity_ratio_median'), 3)} | "
+                                 f"{fmt_range(s.get('capacity_ratio_min'), s.get('capacity_ratio_max'), 3)} |")
+                L.append("")
             if any(v is not None for rep in r.get("placement") or [] for _, v in rep):
                 L += ["Host placement: one-way cache-line latency between the two vCPUs (bench_xcore, ns) "
                       "before and after each device's runs. The generator runs on the other vCPU, so a device "
