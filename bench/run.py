@@ -678,7 +678,9 @@ class Bench:
         if on_report:
             wait_for(lambda: json_lines(output(p)) or p.poll() is not None, seconds + 30, 0.1)
             on_report()
-        self.procs.wait(p, seconds + 30)
+            self.procs.stop(p)  # the report is out: end the linger
+        else:
+            self.procs.wait(p, seconds + 30)
         js = json_lines(output(p))
         return js[-1] if js else None
 
