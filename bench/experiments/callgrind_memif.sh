@@ -17,14 +17,7 @@ work=${WORK:-/tmp/agq-cgm}
 bin=$1 secs=$2 out=${3:-$work/callgrind.out}
 mkdir -p "$work"
 rm -f "$work"/m0.sock "$work"/m1.sock "$work"/ctl.sock
-/usr/bin/python3 - "$root/bench" > "$work/agq.toml" <<'PY'
-import sys
-sys.path.insert(0, sys.argv[1])
-import run
-print('[switch]\npipeline = "agq"\n' + run.agq_jobs([(0, 1)]) +
-      '[[mac]]\nmac = "02:00:00:00:00:02"\nport = 1\n')
-PY
-vdev() { echo "--vdev=net_memif$1,role=$2,id=0,socket=$work/m$1.sock,socket-abstract=no"; }
+. "$root/bench/experiments/memif_setup.sh"  # $work/agq.toml, vdev()
 valgrind --tool=callgrind --callgrind-out-file="$out" "$bin" --no-huge -m 1024 --no-pci -l 0 \
   --file-prefix cgm$$ --log-level=warning --no-telemetry "$(vdev 0 server)" "$(vdev 1 server)" -- \
   --config "$work/agq.toml" --ctl-socket "$work/ctl.sock" --idle-sleep-us 0 --quiet > "$work/switch.log" 2>&1 &

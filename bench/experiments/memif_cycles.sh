@@ -12,7 +12,8 @@
 #   - testpmd: --record-core-cycles, its "CPU cycles/packet" (its streams'
 #     rx-to-tx cycles when a burst was received). testpmd prints it when it
 #     stops, from port statistics that a memif peer leaving resets, so it
-#     is stopped while the generator still sends (at 3.4 of its 4 s).
+#     is stopped while the generator lingers after its report
+#     (bench_gen --linger, as bench/run.py --memif-lean does).
 # Prints per pair: placement (bench_xcore one-way ns before / after), the
 # switch's rate, both costs, and testpmd's cost over the switch's (the
 # capacity ratio; the row asks >= 0.8). bench/README.md, "Session
@@ -20,27 +21,22 @@
 # Env: BUILD (agq-switch, agqctl, bench_gen; default ./build-pgo/use),
 # XCORE (default ./build/bench/bench_xcore), WORK (default /tmp/agq-cyc).
 set -u
-[ "${1:-}" = -h ] || [ "${1:-}" = --help ] && { sed -n '2,25p' "$0"; exit 0; }
+[ "${1:-}" = -h ] || [ "${1:-}" = --help ] && { sed -n '2,22p' "$0"; exit 0; }
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD:-$root/build-pgo/use}
 xcore=${XCORE:-$root/build/bench/bench_xcore}
 work=${WORK:-/tmp/agq-cyc}
 mkdir -p "$work"
-/usr/bin/python3 - "$root/bench" > "$work/agq.toml" <<'PY'
-import sys
-sys.path.insert(0, sys.argv[1])
-import run
-print('[switch]\npipeline = "agq"\n' + run.agq_jobs([(0, 1)]) +
-      '[[mac]]\nmac = "02:00:00:00:00:02"\nport = 1\n')
-PY
-vdev() { echo "--vdev=net_memif$1,role=$2,id=0,socket=$work/m$1.sock,socket-abstract=no"; }
+. "$root/bench/experiments/memif_setup.sh"  # $work/agq.toml, vdev()
 eal() { echo "--no-huge -m $1 --no-pci --file-prefix $2 --log-level=warning --no-telemetry"; }
 wait_socks() { for _ in $(seq 120); do [ -S "$work/m0.sock" ] && [ -S "$work/m1.sock" ] && return; sleep 0.25; done; }
-gen() {  # SECS: bench_gen's tx Mpps
+gen() {  # SECS [ARGS...]: bench_gen in the background, its output in $work/gen.log
+  local secs=$1; shift
+  rm -f "$work/gen.log"  # reported() must not read the last run's
   "$build/bench/bench_gen" $(eal 512 cyg$$) -l 1 "$(vdev 0 client)" "$(vdev 1 client)" -- --traffic agq --workers 4 \
-    --width 16 --window 256 --seconds "$1" --warmup 1 --rate-mpps 0 --reuse 2>/dev/null | tail -1 |
-    grep -o '"tx_mpps":[0-9.]*' | cut -d: -f2
+    --width 16 --window 256 --seconds "$secs" --warmup 1 --rate-mpps 0 --reuse "$@" > "$work/gen.log" 2>/dev/null &
 }
+reported() { for _ in $(seq 300); do grep -qs tx_mpps "$work/gen.log" && return; sleep 0.1; done; }
 probe() { "$xcore" --rounds 2000 --batches 3 | awk '{printf "%.0f", $3}'; }
 
 printf '%-8s %-9s %9s %12s %12s %8s\n' time xcore_ns switch_Mpps switch_cyc testpmd_cyc ratio
@@ -52,22 +48,22 @@ for k in $(seq "${1:-6}"); do
     --ctl-socket "$work/ctl.sock" --idle-sleep-us 0 --quiet > "$work/switch.log" 2>&1 &
   sw=$!
   wait_socks
-  rate=$(gen 3)
+  gen 3; wait $!
+  rate=$(grep -o '"tx_mpps":[0-9.]*' "$work/gen.log" | cut -d: -f2)
   c=$("$build/switch/agqctl" --socket "$work/ctl.sock" counters)
   kill -INT $sw; wait $sw
   scyc=$(echo "$c" | awk '$1 == "dp.busy_cycles" {b = $2} $1 == "dp.rx" {r = $2} END {if (r) printf "%.1f", b / r}')
-  # testpmd io (its stdin kept open: without --stats-period it waits for a key)
+  # testpmd io, stopped while the generator lingers after its report
   rm -f "$work"/m?.sock
-  (sleep 30 | exec dpdk-testpmd $(eal 1024 cyt$$) --lcores 0@0,1@0 "$(vdev 0 server)" "$(vdev 1 server)" -- \
-     --forward-mode=io --total-num-mbufs=16384 --nb-cores=1 --record-core-cycles > "$work/testpmd.log" 2>&1) &
+  dpdk-testpmd $(eal 1024 cyt$$) --lcores 0@0,1@0 "$(vdev 0 server)" "$(vdev 1 server)" -- --forward-mode=io \
+    --stats-period 1 --total-num-mbufs=16384 --nb-cores=1 --record-core-cycles > "$work/testpmd.log" 2>&1 &
+  tp=$!
   wait_socks
-  gen 3 > /dev/null &
+  gen 3 --linger 30
   g=$!
-  sleep 3.4
-  pkill -INT -f "file-prefix cyt$$"
-  wait $g
-  for _ in $(seq 40); do pgrep -f "file-prefix cyt$$" > /dev/null || break; sleep 0.25; done
-  pkill -f "^sleep 30$" 2>/dev/null
+  reported
+  kill -INT $tp; wait $tp
+  kill -INT $g; wait $g
   tcyc=$(grep -o 'CPU cycles/packet=[0-9.]*' "$work/testpmd.log" | cut -d= -f2)
   x1=$(probe)
   ratio=$(awk -v s="$scyc" -v t="$tcyc" 'BEGIN {if (s > 0 && t > 0) printf "%.3f", t / s; else print "-"}')

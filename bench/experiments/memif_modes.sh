@@ -16,14 +16,7 @@ build=${BUILD:-$root/build-pgo/use}
 probe=${PROBE:-$root/build/bench/bench_xcore}
 work=${WORK:-/tmp/agq-modes}
 mkdir -p "$work"
-/usr/bin/python3 - "$root/bench" > "$work/agq.toml" <<'PY'
-import sys
-sys.path.insert(0, sys.argv[1])
-import run
-print('[switch]\npipeline = "agq"\n' + run.agq_jobs([(0, 1)]) +
-      '[[mac]]\nmac = "02:00:00:00:00:02"\nport = 1\n')
-PY
-vdev() { echo "--vdev=net_memif$1,role=$2,id=0,socket=$work/m$1.sock,socket-abstract=no"; }
+. "$root/bench/experiments/memif_setup.sh"  # $work/agq.toml, vdev()
 for s in $(seq "${1:-10}"); do
   rm -f "$work"/m0.sock "$work"/m1.sock "$work"/ctl.sock
   "$build/switch/agq-switch" --no-huge -m 1024 --no-pci -l 0 --file-prefix md$$s --log-level=warning --no-telemetry \

@@ -150,3 +150,24 @@ def counters(socket: Path) -> dict[str, int]:
         if len(parts) == 2 and parts[1].lstrip("-").isdigit():
             out[parts[0]] = int(parts[1])
     return out
+
+
+# A classic switch forwarding L2 from memif port 0 to port 1 (the MAC
+# bench_gen's l2 traffic is sent to), the set-up of the memif tests.
+L2_CONFIG = ('[switch]\npipeline = "classic"\n[classic]\nps_port = 1\nworker_ports = [0]\n'
+             '[[mac]]\nmac = "02:00:00:00:00:02"\nport = 1\n')
+
+
+def memif_switch(procs, tmp_path: Path, tag: str, lcores: str = "0", extra: list = (), config: str = L2_CONFIG):
+    """agq-switch (idle back-off 50 us) as the memif server of ports 0 and
+    1, up and listening: (process, control socket, [m0.sock, m1.sock])."""
+    cfg = tmp_path / "sw.toml"
+    cfg.write_text(config)
+    ctl = tmp_path / "ctl.sock"
+    socks = [tmp_path / f"m{i}.sock" for i in range(2)]
+    sw = procs.start("switch", [binary("agq-switch"),
+                                *eal_args(unique_prefix(tag), lcores,
+                                          [memif_vdev(i, socks[i], "server") for i in range(2)]),
+                                "--", "--config", cfg, "--ctl-socket", ctl, "--idle-sleep-us", "50", *extra])
+    wait_for(lambda: ctl.exists() and all(s.exists() for s in socks), 30, what="switch up")
+    return sw, ctl, socks

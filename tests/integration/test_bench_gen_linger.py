@@ -11,10 +11,8 @@ itself.
 import json
 import time
 
-from harness import agqctl, binary, counters, eal_args, memif_vdev, unique_prefix, wait_for
+from harness import agqctl, binary, counters, eal_args, memif_switch, memif_vdev, unique_prefix, wait_for
 
-CONFIG = ('[switch]\npipeline = "classic"\n[classic]\nps_port = 1\nworker_ports = [0]\n'
-          '[[mac]]\nmac = "02:00:00:00:00:02"\nport = 1\n')
 
 
 def report(proc):
@@ -23,15 +21,7 @@ def report(proc):
 
 
 def test_linger_keeps_the_link_until_sigint_or_timeout(procs, tmp_path):
-    cfg = tmp_path / "sw.toml"
-    cfg.write_text(CONFIG)
-    ctl = tmp_path / "ctl.sock"
-    socks = [tmp_path / f"m{i}.sock" for i in range(2)]
-    sw = procs.start("switch", [binary("agq-switch"),
-                                *eal_args(unique_prefix("lgs"), "0",
-                                          [memif_vdev(i, socks[i], "server") for i in range(2)]),
-                                "--", "--config", cfg, "--ctl-socket", ctl, "--idle-sleep-us", "50"])
-    wait_for(lambda: ctl.exists() and all(s.exists() for s in socks), 30, what="switch up")
+    sw, ctl, socks = memif_switch(procs, tmp_path, "lgs")
 
     def gen(tag, linger):
         return procs.start(tag, [binary("bench_gen"),

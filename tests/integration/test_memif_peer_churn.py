@@ -19,25 +19,14 @@ import os
 import signal
 import time
 
-from harness import binary, counters, eal_args, memif_vdev, unique_prefix, wait_for
+from harness import binary, counters, eal_args, memif_switch, memif_vdev, unique_prefix, wait_for
 
-CONFIG = ('[switch]\npipeline = "classic"\n[classic]\nps_port = 1\nworker_ports = [0]\n'
-          '[[mac]]\nmac = "02:00:00:00:00:02"\nport = 1\n')
 
 CHURNS = int(os.environ.get("AGQ_CHURNS", "8"))  # AGQ_CHURNS=N for a longer stress
 
 
 def test_switch_survives_peers_leaving_under_load(procs, tmp_path):
-    cfg = tmp_path / "sw.toml"
-    cfg.write_text(CONFIG)
-    ctl = tmp_path / "ctl.sock"
-    socks = [tmp_path / f"m{i}.sock" for i in range(2)]
-    sw = procs.start("switch", [binary("agq-switch"),
-                                *eal_args(unique_prefix("chs"), "0,1",
-                                          [memif_vdev(i, socks[i], "server") for i in range(2)]),
-                                "--", "--config", cfg, "--ctl-socket", ctl, "--idle-sleep-us", "50",
-                                "--memif-queues", "2"])
-    wait_for(lambda: ctl.exists() and all(s.exists() for s in socks), 30, what="switch up")
+    sw, ctl, socks = memif_switch(procs, tmp_path, "chs", lcores="0,1", extra=["--memif-queues", "2"])
     # The flood: l2 frames to 02:00:00:00:00:02 (port 1), on both rings, so
     # both lcores transmit toward the churning peer.
     flood = procs.start("flood", [binary("bench_gen"),

@@ -12,10 +12,8 @@ destination MAC is statically on port 1.
 """
 import json
 
-from harness import binary, counters, eal_args, memif_vdev, unique_prefix, wait_for
+from harness import binary, counters, eal_args, memif_switch, memif_vdev, unique_prefix, wait_for
 
-CONFIG = ('[switch]\npipeline = "classic"\n[classic]\nps_port = 1\nworker_ports = [0]\n'
-          '[[mac]]\nmac = "02:00:00:00:00:02"\nport = 1\n')
 
 
 def gen_run(procs, socks, name):
@@ -28,16 +26,7 @@ def gen_run(procs, socks, name):
 
 
 def test_client_with_fewer_rings_is_detected_and_served(procs, tmp_path):
-    cfg = tmp_path / "sw.toml"
-    cfg.write_text(CONFIG)
-    ctl = tmp_path / "ctl.sock"
-    socks = [tmp_path / f"m{i}.sock" for i in range(2)]
-    sw = procs.start("switch", [binary("agq-switch"),
-                                *eal_args(unique_prefix("mrs"), "0,1",
-                                          [memif_vdev(i, socks[i], "server") for i in range(2)]),
-                                "--", "--config", cfg, "--ctl-socket", ctl, "--idle-sleep-us", "50",
-                                "--memif-queues", "2"])
-    wait_for(lambda: ctl.exists() and all(s.exists() for s in socks), 30, what="switch up")
+    sw, ctl, socks = memif_switch(procs, tmp_path, "mrs", lcores="0,1", extra=["--memif-queues", "2"])
 
     first = gen_run(procs, socks, "gen1")
     assert "has no ring for queue 1" in sw.output(), sw.output()
@@ -70,16 +59,7 @@ def test_port_stats_cleared_while_queues_are_checked_keeps_every_ring(procs, tmp
 
     from harness import agqctl
 
-    cfg = tmp_path / "sw.toml"
-    cfg.write_text(CONFIG)
-    ctl = tmp_path / "ctl.sock"
-    socks = [tmp_path / f"m{i}.sock" for i in range(2)]
-    sw = procs.start("switch", [binary("agq-switch"),
-                                *eal_args(unique_prefix("mrc"), "0,1",
-                                          [memif_vdev(i, socks[i], "server") for i in range(2)]),
-                                "--", "--config", cfg, "--ctl-socket", ctl, "--idle-sleep-us", "50",
-                                "--memif-queues", "2"])
-    wait_for(lambda: ctl.exists() and all(s.exists() for s in socks), 30, what="switch up")
+    sw, ctl, socks = memif_switch(procs, tmp_path, "mrc", lcores="0,1", extra=["--memif-queues", "2"])
     stop = threading.Event()
 
     def clear_loop():
