@@ -160,6 +160,9 @@ inline void AgqFastProgram::run_burst(tna::BurstPacket* pkts, unsigned n) {
       ordinary[k++] = uint8_t(i);
       if (run && i > 0) run = model_i == 0 && forwarding().same_inputs(p[0], views[0], p[i], views[0]);
     }
+    // Every admitted frame is agq traffic this instance counts (a row of
+    // another instance is not admitted: its owner counts it).
+    c_.agq_packets += na;
     if (run) {  // every frame ordinary: one flow
       forwarding().apply_run(p, views[0], m);
       const tna::Decision& d = p[0].decision;
@@ -209,7 +212,6 @@ template <bool kKnown>
 inline bool AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& m, JobMemo& memo) {
   // locate_agq() found the agq header: Ethernet, at most one tag, IPv4 IHL
   // 5 not a fragment, UDP to 50100, the whole header present.
-  ++c_.agq_packets;
   m.frame = p.bytes;
   m.ip = p.bytes + f.l3;
   uint8_t* h = m.h = p.bytes + f.agq;
@@ -309,7 +311,6 @@ inline bool AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& 
     // Another instance's row (docs/PROTOCOL.md section 10): back to the
     // dataplane for its owner, before any register or counter of this
     // instance is touched -- the owner counts it.
-    --c_.agq_packets;
     p.decision = tna::Decision::handoff((uint32_t(load_be16(h + kJobId)) + (uint32_t(slot) >> job.row_shift)) & 0xFFFu);
     return false;
   }

@@ -79,24 +79,44 @@ struct LanesScalar {
 
 struct LanesAvx2 {  // 8 lanes per vector
   static constexpr Simd simd = Simd::Avx2;
-  AGQ_TARGET_AVX2 static inline void add(uint32_t* cells, uint8_t* wire, unsigned n,
-                                                                const LaneOp& op) {
-    const __m256i bswap = _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12,  //
-                                           3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);
-    const __m128i trunc = _mm_cvtsi32_si128(op.trunc), align = _mm_cvtsi32_si128(op.align),
-                  extract = _mm_cvtsi32_si128(op.extract);
-    const __m256i vmask = _mm256_set1_epi32(int(op.value_mask)), rmask = _mm256_set1_epi32(int(op.result_mask));
-    for (unsigned k = 0; k < n; k += 8) {
-      __m256i* w = reinterpret_cast<__m256i*>(wire + 4 * k);
-      __m256i* c = reinterpret_cast<__m256i*>(cells + k);
-      __m256i x = _mm256_shuffle_epi8(_mm256_loadu_si256(w), bswap);
-      x = _mm256_sll_epi32(_mm256_and_si256(_mm256_srl_epi32(x, trunc), vmask), align);
-      const __m256i sum = _mm256_add_epi32(_mm256_load_si256(c), x);
-      _mm256_store_si256(c, sum);
-      if (op.extract_on)
-        _mm256_storeu_si256(w, _mm256_shuffle_epi8(_mm256_and_si256(_mm256_srl_epi32(sum, extract), rmask), bswap));
-    }
+  AGQ_TARGET_AVX2 static inline void add(uint32_t* cells, uint8_t* wire, unsigned n, const LaneOp& op) {
+    // A row half is 16 or 32 lanes: 2 or 4 vectors, unrolled, the extract
+    // decided once per pass rather than once per vector.
+    if (op.extract_on)
+      n == 32 ? run<true, 4>(cells, wire, op) : n == 16 ? run<true, 2>(cells, wire, op) : loop<true>(cells, wire, n, op);
+    else
+      n == 32 ? run<false, 4>(cells, wire, op) : n == 16 ? run<false, 2>(cells, wire, op) : loop<false>(cells, wire, n, op);
   }
+  template <bool kExtract>
+  AGQ_TARGET_AVX2 static inline void one(uint32_t* cells, uint8_t* wire, __m256i bswap, __m128i trunc, __m128i align,
+                                         __m128i extract, __m256i vmask, __m256i rmask) {
+    __m256i* w = reinterpret_cast<__m256i*>(wire);
+    __m256i* c = reinterpret_cast<__m256i*>(cells);
+    __m256i x = _mm256_shuffle_epi8(_mm256_loadu_si256(w), bswap);
+    x = _mm256_sll_epi32(_mm256_and_si256(_mm256_srl_epi32(x, trunc), vmask), align);
+    const __m256i sum = _mm256_add_epi32(_mm256_load_si256(c), x);
+    _mm256_store_si256(c, sum);
+    if constexpr (kExtract)
+      _mm256_storeu_si256(w, _mm256_shuffle_epi8(_mm256_and_si256(_mm256_srl_epi32(sum, extract), rmask), bswap));
+  }
+#define AGQ_LANES_AVX2_SETUP                                                                                   \
+  const __m256i bswap = _mm256_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12, /**/            \
+                                         3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12);                \
+  const __m128i trunc = _mm_cvtsi32_si128(op.trunc), align = _mm_cvtsi32_si128(op.align),                     \
+                extract = _mm_cvtsi32_si128(op.extract);                                                      \
+  const __m256i vmask = _mm256_set1_epi32(int(op.value_mask)), rmask = _mm256_set1_epi32(int(op.result_mask))
+  template <bool kExtract, unsigned kVecs>
+  AGQ_TARGET_AVX2 static inline void run(uint32_t* cells, uint8_t* wire, const LaneOp& op) {
+    AGQ_LANES_AVX2_SETUP;
+    for (unsigned v = 0; v < kVecs; ++v)
+      one<kExtract>(cells + 8 * v, wire + 32 * v, bswap, trunc, align, extract, vmask, rmask);
+  }
+  template <bool kExtract>
+  AGQ_TARGET_AVX2 static inline void loop(uint32_t* cells, uint8_t* wire, unsigned n, const LaneOp& op) {
+    AGQ_LANES_AVX2_SETUP;
+    for (unsigned k = 0; k < n; k += 8) one<kExtract>(cells + k, wire + 4 * k, bswap, trunc, align, extract, vmask, rmask);
+  }
+#undef AGQ_LANES_AVX2_SETUP
   AGQ_TARGET_AVX2 static inline void clear(uint32_t* cells, uint32_t keep, unsigned n) {
     const __m256i m = _mm256_set1_epi32(int(keep));
     for (unsigned k = 0; k < n; k += 8) {
@@ -116,23 +136,41 @@ struct LanesAvx2 {  // 8 lanes per vector
 
 struct LanesAvx512 {  // 16 lanes per vector
   static constexpr Simd simd = Simd::Avx512;
-  AGQ_TARGET_AVX512 static inline void add(uint32_t* cells, uint8_t* wire, unsigned n,
-                                                                  const LaneOp& op) {
-    const __m512i bswap =
-        _mm512_broadcast_i32x4(_mm_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12));
-    const __m128i trunc = _mm_cvtsi32_si128(op.trunc), align = _mm_cvtsi32_si128(op.align),
-                  extract = _mm_cvtsi32_si128(op.extract);
-    const __m512i vmask = _mm512_set1_epi32(int(op.value_mask)), rmask = _mm512_set1_epi32(int(op.result_mask));
-    for (unsigned k = 0; k < n; k += 16) {
-      void* w = wire + 4 * k;
-      __m512i x = _mm512_shuffle_epi8(_mm512_loadu_si512(w), bswap);
-      x = _mm512_sll_epi32(_mm512_and_si512(_mm512_srl_epi32(x, trunc), vmask), align);
-      const __m512i sum = _mm512_add_epi32(_mm512_load_si512(cells + k), x);
-      _mm512_store_si512(cells + k, sum);
-      if (op.extract_on)
-        _mm512_storeu_si512(w, _mm512_shuffle_epi8(_mm512_and_si512(_mm512_srl_epi32(sum, extract), rmask), bswap));
-    }
+  AGQ_TARGET_AVX512 static inline void add(uint32_t* cells, uint8_t* wire, unsigned n, const LaneOp& op) {
+    // 16 or 32 lanes: 1 or 2 vectors, unrolled, the extract decided once.
+    if (op.extract_on)
+      n == 32 ? run<true, 2>(cells, wire, op) : n == 16 ? run<true, 1>(cells, wire, op) : loop<true>(cells, wire, n, op);
+    else
+      n == 32 ? run<false, 2>(cells, wire, op) : n == 16 ? run<false, 1>(cells, wire, op) : loop<false>(cells, wire, n, op);
   }
+  template <bool kExtract>
+  AGQ_TARGET_AVX512 static inline void one(uint32_t* cells, uint8_t* wire, __m512i bswap, __m128i trunc, __m128i align,
+                                           __m128i extract, __m512i vmask, __m512i rmask) {
+    __m512i x = _mm512_shuffle_epi8(_mm512_loadu_si512(wire), bswap);
+    x = _mm512_sll_epi32(_mm512_and_si512(_mm512_srl_epi32(x, trunc), vmask), align);
+    const __m512i sum = _mm512_add_epi32(_mm512_load_si512(cells), x);
+    _mm512_store_si512(cells, sum);
+    if constexpr (kExtract)
+      _mm512_storeu_si512(wire, _mm512_shuffle_epi8(_mm512_and_si512(_mm512_srl_epi32(sum, extract), rmask), bswap));
+  }
+#define AGQ_LANES_AVX512_SETUP                                                                                  \
+  const __m512i bswap =                                                                                        \
+      _mm512_broadcast_i32x4(_mm_setr_epi8(3, 2, 1, 0, 7, 6, 5, 4, 11, 10, 9, 8, 15, 14, 13, 12));             \
+  const __m128i trunc = _mm_cvtsi32_si128(op.trunc), align = _mm_cvtsi32_si128(op.align),                     \
+                extract = _mm_cvtsi32_si128(op.extract);                                                      \
+  const __m512i vmask = _mm512_set1_epi32(int(op.value_mask)), rmask = _mm512_set1_epi32(int(op.result_mask))
+  template <bool kExtract, unsigned kVecs>
+  AGQ_TARGET_AVX512 static inline void run(uint32_t* cells, uint8_t* wire, const LaneOp& op) {
+    AGQ_LANES_AVX512_SETUP;
+    for (unsigned v = 0; v < kVecs; ++v)
+      one<kExtract>(cells + 16 * v, wire + 64 * v, bswap, trunc, align, extract, vmask, rmask);
+  }
+  template <bool kExtract>
+  AGQ_TARGET_AVX512 static inline void loop(uint32_t* cells, uint8_t* wire, unsigned n, const LaneOp& op) {
+    AGQ_LANES_AVX512_SETUP;
+    for (unsigned k = 0; k < n; k += 16) one<kExtract>(cells + k, wire + 4 * k, bswap, trunc, align, extract, vmask, rmask);
+  }
+#undef AGQ_LANES_AVX512_SETUP
   AGQ_TARGET_AVX512 static inline void clear(uint32_t* cells, uint32_t keep, unsigned n) {
     const __m512i m = _mm512_set1_epi32(int(keep));
     for (unsigned k = 0; k < n; k += 16) _mm512_store_si512(cells + k, _mm512_and_si512(_mm512_load_si512(cells + k), m));
