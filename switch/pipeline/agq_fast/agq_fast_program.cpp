@@ -235,8 +235,10 @@ inline bool AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& 
     // req_width already found valid: of the checks below only worker_t's
     // (hit, port, address) and the slot's remain (JobMemo).
     const JobEntry* job = m.job = memo.job;
+    uint32_t src_wire;
+    std::memcpy(&src_wire, m.ip + kIpSrc, sizeof src_wire);
     m.worker = wid < kMaxWorkers ? &job->worker[wid] : &kWorkerMiss;
-    if (!m.worker->hit || m.worker->port != p.md.ingress_port || m.worker->ipv4 != src)
+    if (wid >= kMaxWorkers || job->worker_check[wid] != (uint64_t(p.md.ingress_port) << 32 | src_wire))
       return reject(AgqDrop::BadWorker);
     if (slot >= job->job.slots) return reject(AgqDrop::BadSlot);
     m.req_units = memo.req_units;
@@ -306,7 +308,8 @@ inline bool AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& 
   // slot_row_t, then the owner-major layout (row_layout.hpp): the row's
   // index among the rows of the job this instance holds.
   const JobRows& rows = m.job->rows;
-  const uint32_t lr = rows.local(uint32_t(slot) >> job.row_shift);
+  SlotRecord* rec;
+  const uint32_t lr = rows.find(slot, rec);
   if (lr == JobRows::kNotHere) {
     // Another instance's row (docs/PROTOCOL.md section 10): back to the
     // dataplane for its owner, before any register or counter of this
@@ -314,12 +317,14 @@ inline bool AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& 
     p.decision = tna::Decision::handoff((uint32_t(load_be16(h + kJobId)) + (uint32_t(slot) >> job.row_shift)) & 0xFFFu);
     return false;
   }
-  m.slot = rows.slot(lr, slot);
+  m.slot = rec;
   m.occ = rows.occupancy(lr);
   m.cells = rows.lanes(lr)->half[m.v];
   __builtin_prefetch(m.slot, 1);
+  // Both lines of the half: a 16-lane job's second is the other lanes of
+  // its row's half, a prefetch that costs less than the test.
   __builtin_prefetch(m.cells, 1);
-  if (job.lanes > 16) __builtin_prefetch(m.cells + 16, 1);
+  __builtin_prefetch(m.cells + 16, 1);
   return true;
 }
 
@@ -402,17 +407,11 @@ inline void AgqFastProgram::registers(Meta& m) {
 // extract_t, result mask -- all lanes in one kernel call.
 template <class Lanes>
 inline void AgqFastProgram::lanes(Meta& m, bool add, bool extract) {
-  const JobAction& job = m.job->job;
-  const GrantAction& grant = t_.grant_t[grant_key(m.w, job.guard)];
-  const unsigned end = (m.pos + m.w) & 15;
-  LaneOp op;
+  LaneOp op = m.job->window_op[m.pos | m.w << 3];  // grant_t, align_t, extract_t
   op.trunc = t_.trunc_t[trunc_key(m.h[kReqWidth] >> 2, m.w)];
-  op.value_mask = add ? grant.value_mask : 0;
-  op.align = t_.align_t[end];
-  op.extract = t_.extract_t[end];
-  op.result_mask = grant.result_mask;
+  if (!add) op.value_mask = 0;
   op.extract_on = extract;
-  Lanes::add(m.cells, m.h + kLane0, job.lanes, op);
+  Lanes::add(m.cells, m.h + kLane0, m.job->job.lanes, op);
 }
 
 // ---- agq_forward_t (verdict, delivery): where the packet goes, and the
@@ -674,9 +673,22 @@ std::optional<std::string> AgqFastProgram::add_job(const JobSpec& job) {
   JobEntry& e = jobs_[p.job_index];
   e = JobEntry{};
   e.job = job_action(job, p);
+  for (unsigned pos = 0; pos < 8; ++pos)
+    for (unsigned w = 0; w < 16; ++w) {
+      const GrantAction& grant = t_.grant_t[grant_key(w, e.job.guard)];
+      const unsigned end = (pos + w) & 15;
+      LaneOp& op = e.window_op[pos | w << 3];
+      op.value_mask = grant.value_mask;
+      op.result_mask = grant.result_mask;
+      op.align = t_.align_t[end];
+      op.extract = t_.extract_t[end];
+    }
   std::vector<tna::Replica> replicas;
   for (const WorkerSpec& w : job.workers) {
     e.worker[w.worker_id] = worker_action(w);
+    uint32_t src_wire;  // the address as a frame carries it, loaded as admit() loads it
+    proto::store_be32(reinterpret_cast<uint8_t*>(&src_wire), w.ipv4);
+    e.worker_check[w.worker_id] = uint64_t(w.port) << 32 | src_wire;
     ReplicaPatch& rp = e.patch[w.worker_id];
     std::memcpy(rp.line, w.mac.data(), 6);
     proto::store_be32(rp.line + 14 + kIpDst, w.ipv4);

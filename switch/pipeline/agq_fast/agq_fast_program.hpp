@@ -60,7 +60,23 @@ struct JobEntry {
   JobAction job;
   JobRows rows;
   std::array<WorkerAction, kMaxWorkers> worker;
+  // worker_t's checks of a DATA in one compare: for a hit, the ingress port
+  // << 32 | the IPv4 source address as the frame holds it (network order,
+  // loaded little-endian) -- what a DATA of that worker must carry; for a
+  // miss kNoWorker, which no port and address make.
+  static constexpr uint64_t kNoWorker = ~0ull;
+  std::array<uint64_t, kMaxWorkers> worker_check = [] {
+    std::array<uint64_t, kMaxWorkers> a;
+    a.fill(kNoWorker);
+    return a;
+  }();
   std::array<ReplicaPatch, kMaxWorkers> patch;  // by worker_id, for the hits of `worker`
+  // The lane pass's grant_t (key w, the job's guard), align_t and
+  // extract_t (key end = pos + w) entries for each window pos | w << 3,
+  // gathered from the constant tables at add_job: one lookup per pass
+  // instead of three, the same entries (trunc and the pass's add/extract
+  // are the packet's).
+  std::array<LaneOp, 128> window_op;
 };
 
 class AgqFastProgram final : public AgqSwitchProgram {

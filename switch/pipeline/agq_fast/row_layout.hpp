@@ -80,6 +80,19 @@ class JobRows {
   }
   // The record of slot `slot` (of the job) whose row has local index `lr`.
   SlotRecord* slot(uint32_t lr, uint32_t slot) const { return slots_ + ((lr << row_shift_) | (slot & slot_mask_)); }
+  // The packet path's lookup of slot `slot` of the job: its row's local
+  // index (kNotHere: not held here) and, when held, its record. An
+  // instance that holds every row (one lcore) keeps them in the job's own
+  // order: local = row_off, and the record is slot's.
+  [[gnu::always_inline]] uint32_t find(uint32_t slot, SlotRecord*& rec) const {
+    if (all_) [[likely]] {
+      rec = slots_ + slot;
+      return slot >> row_shift_;
+    }
+    const uint32_t lr = local(slot >> row_shift_);
+    rec = slots_ + ((lr << row_shift_) | (slot & slot_mask_));
+    return lr;
+  }
   Pair<uint8_t>* occupancy(uint32_t lr) const { return occ_ + lr; }
   RowLanes* lanes(uint32_t lr) const { return lanes_ + lr; }
 
@@ -97,6 +110,7 @@ class JobRows {
   RowLanes* lanes_ = nullptr;
   uint32_t mask_ = 0, first_ = 0, log2_ = 0;
   uint8_t row_shift_ = 0;
+  bool all_ = false;  // every row held here (count 1): local = row_off
   uint32_t slot_mask_ = 0;
   // Control plane.
   uint32_t rows_ = 0;
@@ -113,6 +127,7 @@ inline JobRows::JobRows(ShardOwner owner, uint16_t job_id, uint32_t rows, uint8_
     // shard % count = (job_id + row_off) & (count - 1): owned when
     // row_off & (count - 1) == (index - job_id) & (count - 1).
     mask_ = owner.count - 1;
+    all_ = owner.count == 1;
     log2_ = uint32_t(std::countr_zero(owner.count));
     first_ = (owner.index - job_id) & mask_;
     n = rows > first_ ? (rows - first_ + mask_) >> log2_ : 0;
@@ -131,6 +146,7 @@ inline JobRows::JobRows(ShardOwner owner, uint16_t job_id, uint32_t rows, uint8_
 
 inline JobRows& JobRows::operator=(JobRows&& o) noexcept {
   mask_ = o.mask_, first_ = o.first_, log2_ = o.log2_, row_shift_ = o.row_shift_, slot_mask_ = o.slot_mask_;
+  all_ = o.all_;
   rows_ = o.rows_;
   map_store_ = std::move(o.map_store_);
   slots_store_ = std::move(o.slots_store_);
