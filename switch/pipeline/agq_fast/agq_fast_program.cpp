@@ -23,13 +23,12 @@ const JobEntry kNoJob{};  // a verdict without a job (a malformed frame) reads t
 constexpr uint8_t kTypeData = uint8_t(AgqType::Data), kTypePsResult = uint8_t(AgqType::PsResult);
 }  // namespace
 
-// The P4 metadata of one packet, carried from stage to stage of a burst.
-// Trivial (no member initializers): a burst's array costs nothing to
-// declare. admit() sets what a later stage may read before writing it
-// (frame, ip, h, flags, job, worker, slot, verdict, drop); the rest is
-// written by the stage that produces it (admit: v, req_units, occ, cells
-// with slot; registers: seen, complete, window, pos, w with every verdict
-// that forward() reads them for).
+// The P4 metadata of one packet, carried from admission to the register
+// stages of a burst. Trivial (no member initializers): a burst's array
+// costs nothing to declare. admit() sets what a later stage may read
+// (frame, ip, h, flags, job, worker, slot, drop; verdict when admission
+// decides the packet, slot null; v, req_units, occ, cells with a slot).
+// What the register stages produce for agq_forward_t is a Pass.
 struct AgqFastProgram::Meta {
   uint8_t* frame;  // null: decided at admission (not agq traffic)
   uint8_t* ip;     // IPv4 header
@@ -40,11 +39,17 @@ struct AgqFastProgram::Meta {
   Pair<uint8_t>* occ;
   uint32_t* cells;  // the row's lane cells, half v
   uint8_t v, req_units, flags;
-  uint8_t pos, w;
-  uint16_t window;
-  bool seen, complete;
-  Verdict verdict;  // zero: Verdict::Drop
+  Verdict verdict;  // set at admission only when it decides (no slot)
   AgqDrop drop;     // zero: AgqDrop::None
+};
+// What the register stages of one packet produce for agq_forward_t and its
+// header writes: a local of the stage loop, so it stays in registers.
+struct AgqFastProgram::Pass {
+  uint16_t window;
+  uint8_t pos, w;
+  bool seen, complete;
+  Verdict verdict;
+  AgqDrop drop;
 };
 static_assert(Verdict::Drop == Verdict{} && AgqDrop::None == AgqDrop{});
 
@@ -119,8 +124,12 @@ inline void AgqFastProgram::run_burst(tna::BurstPacket* pkts, unsigned n) {
     unsigned model_i = 0;
     bool run = true;
     for (unsigned i = 0; i < m; ++i) {
-      if (i + 4 < m) __builtin_prefetch(p[i + 4].bytes);
-      if (i + 2 < m) __builtin_prefetch(p[i + 2].bytes + 64);
+      if (i + 4 < m) [[likely]] {  // one test for both, but near a chunk's end
+        __builtin_prefetch(p[i + 4].bytes);
+        __builtin_prefetch(p[i + 2].bytes + 64);
+      } else if (i + 2 < m) {
+        __builtin_prefetch(p[i + 2].bytes + 64);
+      }
       // A frame shaped like the last parsed one (never agq traffic: see
       // below) parses as it did, so it is not agq traffic either (same_parse
       // is exact). agq traffic is found at fixed offsets (locate_agq()
@@ -177,8 +186,13 @@ inline void AgqFastProgram::run_burst(tna::BurstPacket* pkts, unsigned n) {
     // ordinary frame writes none).
     for (unsigned j = 0; j < na; ++j) {
       Meta& mj = meta[admitted[j]];
-      if (mj.slot) registers<Lanes>(mj);
-      forward(p[admitted[j]], mj);
+      Pass r;  // the register stages' results, in registers rather than in meta
+      r.drop = mj.drop;
+      if (mj.slot)
+        registers<Lanes>(mj, r);
+      else
+        r.verdict = mj.verdict;  // decided at admission
+      forward(p[admitted[j]], mj, r);
     }
     // Ordinary forwarding (L2, host routes, ARP proxy) over its own
     // sub-vector: its tables are not the registers, so running it after the
@@ -331,19 +345,19 @@ inline bool AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& 
 // ---- stages 2-17 for one DATA packet: Ingress::apply, first_pass1 and
 // first_pass2 of the model, on the slot record and the row.
 template <class Lanes>
-inline void AgqFastProgram::registers(Meta& m) {
+inline void AgqFastProgram::registers(Meta& m, Pass& r) {
   const JobAction& job = m.job->job;
   SlotRecord& s = *m.slot;
   const bool ovf = (m.flags & proto::kAgqFlagOverflow) != 0;
   const uint32_t bit = m.worker->worker_bit;
   // stage 2: slot_bitmap; stage 3: seen
-  m.seen = (salu::slot_bitmap_add(s.slot_bitmap, m.v, bit) & bit) != 0;
+  r.seen = (salu::slot_bitmap_add(s.slot_bitmap, m.v, bit) & bit) != 0;
   // stage 4: slot_count
-  const uint8_t count = m.seen ? salu::slot_count_read(s.slot_count, m.v)
+  const uint8_t count = r.seen ? salu::slot_count_read(s.slot_count, m.v)
                                : salu::slot_count_inc(s.slot_count, m.v, job.num_workers);
-  const bool first = !m.seen && count == 1;
-  m.complete = count == job.num_workers;
-  if (!m.seen) {
+  const bool first = !r.seen && count == 1;
+  r.complete = count == job.num_workers;
+  if (!r.seen) {
     ++c_.ingress.contributions;
     if (ovf) ++c_.ingress.overflow;
   }
@@ -369,46 +383,46 @@ inline void AgqFastProgram::registers(Meta& m) {
     ++c_.resubmits;
     // stage 5: row_occupancy_cas; stage 6: slot_window_write (clears PENDING)
     salu::row_occupancy_cas(*m.occ, m.v, occ, occ_new);
-    m.window = salu::slot_window_write(s.slot_window, m.v, window);
-    if (m.window & kWinFallback) {
+    r.window = salu::slot_window_write(s.slot_window, m.v, window);
+    if (r.window & kWinFallback) {
       ++c_.ingress.fallback;
       ++c_.ingress.fallback_data;
-      m.verdict = Verdict::FallbackData;
+      r.verdict = Verdict::FallbackData;
       return;
     }
-    m.pos = uint8_t(window_pos(m.window));
-    m.w = uint8_t(window_units(m.window));
-    lanes<Lanes>(m, /*add=*/true, /*extract=*/m.complete);
-    m.verdict = m.complete ? Verdict::Result : Verdict::Absorb;
+    r.pos = uint8_t(window_pos(r.window));
+    r.w = uint8_t(window_units(r.window));
+    lanes<Lanes>(m, r, /*add=*/true, /*extract=*/r.complete);
+    r.verdict = r.complete ? Verdict::Result : Verdict::Absorb;
     return;
   }
 
   // stage 6: slot_window (a new contribution merges its OVERFLOW)
-  m.window = salu::slot_window_merge(s.slot_window, m.v, !m.seen && ovf ? kWinOverflow : 0);
-  if (m.window & kWinFallback) {
+  r.window = salu::slot_window_merge(s.slot_window, m.v, !r.seen && ovf ? kWinOverflow : 0);
+  if (r.window & kWinFallback) {
     ++c_.ingress.fallback_data;
-    m.verdict = Verdict::FallbackData;
+    r.verdict = Verdict::FallbackData;
     return;
   }
-  m.pos = uint8_t(window_pos(m.window));
-  m.w = uint8_t(window_units(m.window));
-  if (!m.seen) {
-    lanes<Lanes>(m, /*add=*/true, /*extract=*/m.complete);
-    m.verdict = m.complete ? Verdict::Result : Verdict::Absorb;
-  } else if (m.complete) {
-    lanes<Lanes>(m, /*add=*/false, /*extract=*/true);  // read the kept result
-    m.verdict = Verdict::Resend;
+  r.pos = uint8_t(window_pos(r.window));
+  r.w = uint8_t(window_units(r.window));
+  if (!r.seen) {
+    lanes<Lanes>(m, r, /*add=*/true, /*extract=*/r.complete);
+    r.verdict = r.complete ? Verdict::Result : Verdict::Absorb;
+  } else if (r.complete) {
+    lanes<Lanes>(m, r, /*add=*/false, /*extract=*/true);  // read the kept result
+    r.verdict = Verdict::Resend;
   } else {
-    m.verdict = Verdict::Duplicate;
+    r.verdict = Verdict::Duplicate;
   }
 }
 
 // ---- stages 7-17, E0-E1: grant_t, trunc_t, value mask, align_t, lane_add,
 // extract_t, result mask -- all lanes in one kernel call.
 template <class Lanes>
-inline void AgqFastProgram::lanes(Meta& m, bool add, bool extract) {
-  LaneOp op = m.job->window_op[m.pos | m.w << 3];  // grant_t, align_t, extract_t
-  op.trunc = t_.trunc_t[trunc_key(m.h[kReqWidth] >> 2, m.w)];
+inline void AgqFastProgram::lanes(Meta& m, const Pass& r, bool add, bool extract) {
+  LaneOp op = m.job->window_op[r.pos | r.w << 3];  // grant_t, align_t, extract_t
+  op.trunc = t_.trunc_t[trunc_key(m.h[kReqWidth] >> 2, r.w)];
   if (!add) op.value_mask = 0;
   op.extract_on = extract;
   Lanes::add(m.cells, m.h + kLane0, m.job->job.lanes, op);
@@ -416,19 +430,19 @@ inline void AgqFastProgram::lanes(Meta& m, bool add, bool extract) {
 
 // ---- agq_forward_t (verdict, delivery): where the packet goes, and the
 // header of what leaves, written in place.
-inline void AgqFastProgram::forward(tna::BurstPacket& p, Meta& m) {
+inline void AgqFastProgram::forward(tna::BurstPacket& p, Meta& m, Pass& r) {
   // N-1 of every N contributions end here: agq_forward_t's drop_absorbed
   // for every delivery (checked in the constructor), no header written.
-  if (m.verdict == Verdict::Absorb) {
+  if (r.verdict == Verdict::Absorb) {
     ++c_.ingress.absorbed;
     p.decision = tna::Decision::drop(uint16_t(AgqDrop::Absorbed));
     return;
   }
   const JobAction& job = (m.job ? m.job : &kNoJob)->job;
-  const ForwardAction& fa = t_.agq_forward_t[forward_key(m.verdict, job.delivery)];
+  const ForwardAction& fa = t_.agq_forward_t[forward_key(r.verdict, job.delivery)];
   IngressCounters& c = c_.ingress;
-  switch (m.verdict) {
-    case Verdict::Duplicate: ++c.duplicate; m.drop = AgqDrop::Duplicate; break;
+  switch (r.verdict) {
+    case Verdict::Duplicate: ++c.duplicate; r.drop = AgqDrop::Duplicate; break;
     case Verdict::Result: ++c.results; break;
     case Verdict::Resend: ++c.result_resent; break;
     default: break;
@@ -443,8 +457,8 @@ inline void AgqFastProgram::forward(tna::BurstPacket& p, Meta& m) {
   }
   if (fa.kind != ForwardAction::Kind::MulticastJob) {
     if (port == tna::kNoPort) {  // drop_ctl, or nowhere to go: the frame stays as it came
-      p.decision = tna::Decision::drop(uint16_t(m.drop));
-      c_.count_drop(m.drop);
+      p.decision = tna::Decision::drop(uint16_t(r.drop));
+      c_.count_drop(r.drop);
       return;
     }
     p.decision = tna::Decision::unicast(port);
@@ -452,16 +466,16 @@ inline void AgqFastProgram::forward(tna::BurstPacket& p, Meta& m) {
 
   uint8_t* h = m.h;
   uint8_t flags = m.flags;
-  if (m.verdict == Verdict::Result || m.verdict == Verdict::Resend) {
-    h[kWidth] = uint8_t(m.w * kUnitBits);
-    h[kPos] = m.pos;
+  if (r.verdict == Verdict::Result || r.verdict == Verdict::Resend) {
+    h[kWidth] = uint8_t(r.w * kUnitBits);
+    h[kPos] = r.pos;
     h[kGuard] = job.guard;
-    flags = uint8_t(m.v | ((m.window & kWinOverflow) ? proto::kAgqFlagOverflow : 0));
-  } else if (m.verdict == Verdict::FallbackData) {
+    flags = uint8_t(m.v | ((r.window & kWinOverflow) ? proto::kAgqFlagOverflow : 0));
+  } else if (r.verdict == Verdict::FallbackData) {
     h[kWidth] = 0;
     h[kPos] = 0;
     h[kGuard] = job.guard;
-  } else if (m.verdict == Verdict::PsResult) {
+  } else if (r.verdict == Verdict::PsResult) {
     flags &= uint8_t(~proto::kAgqFlagRetransmit);
   }
   h[kVerType] = uint8_t(proto::kAgqVersion << 4 | uint8_t(fa.type));

@@ -132,6 +132,7 @@ class AgqFastProgram final : public AgqSwitchProgram {
 
  private:
   struct Meta;
+  struct Pass;
   // Register reads by global index (the model's), through the layout: a
   // cell of a row this instance does not hold reads as zero (owns_*: false).
   class View final : public RegisterCells {
@@ -198,9 +199,9 @@ class AgqFastProgram final : public AgqSwitchProgram {
   // False: decided at admission (a row of another instance: the packet's
   // decision is Decision::handoff), no register stage, no meta.
   template <bool kKnown> [[gnu::always_inline]] bool admit(tna::BurstPacket& p, const AgqFrame& f, Meta& m, JobMemo& memo);
-  template <class Lanes> [[gnu::always_inline]] void registers(Meta& m);
-  template <class Lanes> [[gnu::always_inline]] void lanes(Meta& m, bool add, bool extract);
-  [[gnu::always_inline]] void forward(tna::BurstPacket& p, Meta& m);
+  template <class Lanes> [[gnu::always_inline]] void registers(Meta& m, Pass& r);
+  template <class Lanes> [[gnu::always_inline]] void lanes(Meta& m, const Pass& r, bool add, bool extract);
+  [[gnu::always_inline]] void forward(tna::BurstPacket& p, Meta& m, Pass& r);
   // process_burst() once per lane kernel (lanes_simd.hpp), each compiled
   // for the kernel's target with the lane pass inlined; simd_ picks one.
   template <class Lanes> [[gnu::always_inline]] void run_burst(tna::BurstPacket* pkts, unsigned n);
