@@ -376,15 +376,18 @@ inline void AgqFastProgram::registers(Meta& m, Pass& r) {
     const bool ok = t_.grant_alloc_t[grant_key(al.w, job.guard)].ok;
     const uint8_t occ_new = ok ? uint8_t(free_occ | al.occ_mask) : free_occ;
     const uint16_t window = ok ? pack_window(al.pos, al.w, false, ovf) : pack_window(0, 0, true, ovf);
-    // stages 10-17: lane_clear of the released window (a free unit is zero)
-    if (oldw.cell_mask != 0) Lanes::clear(m.cells, ~oldw.cell_mask, job.lanes);
     // Resubmit. Pass 2 follows at once, as in the model: nothing ran in
     // between, so the compare-and-set finds the occupancy pass 1 read.
     ++c_.resubmits;
     // stage 5: row_occupancy_cas; stage 6: slot_window_write (clears PENDING)
     salu::row_occupancy_cas(*m.occ, m.v, occ, occ_new);
     r.window = salu::slot_window_write(s.slot_window, m.v, window);
+    // stages 10-17: lane_clear of the released window (a free unit is
+    // zero), in pass 1 on Tofino. Nothing reads the cells before pass 2's
+    // lane_add, so with a window granted the clear rides in the add's
+    // read-modify-write (LaneOp::keep): one pass over the row, not two.
     if (r.window & kWinFallback) {
+      if (oldw.cell_mask != 0) Lanes::clear(m.cells, ~oldw.cell_mask, job.lanes);
       ++c_.ingress.fallback;
       ++c_.ingress.fallback_data;
       r.verdict = Verdict::FallbackData;
@@ -392,7 +395,7 @@ inline void AgqFastProgram::registers(Meta& m, Pass& r) {
     }
     r.pos = uint8_t(window_pos(r.window));
     r.w = uint8_t(window_units(r.window));
-    lanes<Lanes>(m, r, /*add=*/true, /*extract=*/r.complete);
+    lanes<Lanes>(m, r, /*add=*/true, /*extract=*/r.complete, ~oldw.cell_mask);
     r.verdict = r.complete ? Verdict::Result : Verdict::Absorb;
     return;
   }
@@ -420,9 +423,10 @@ inline void AgqFastProgram::registers(Meta& m, Pass& r) {
 // ---- stages 7-17, E0-E1: grant_t, trunc_t, value mask, align_t, lane_add,
 // extract_t, result mask -- all lanes in one kernel call.
 template <class Lanes>
-inline void AgqFastProgram::lanes(Meta& m, const Pass& r, bool add, bool extract) {
+inline void AgqFastProgram::lanes(Meta& m, const Pass& r, bool add, bool extract, uint32_t keep) {
   LaneOp op = m.job->window_op[r.pos | r.w << 3];  // grant_t, align_t, extract_t
   op.trunc = t_.trunc_t[trunc_key(m.h[kReqWidth] >> 2, r.w)];
+  op.keep = keep;
   if (!add) op.value_mask = 0;
   op.extract_on = extract;
   Lanes::add(m.cells, m.h + kLane0, m.job->job.lanes, op);

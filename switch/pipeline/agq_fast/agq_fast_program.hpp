@@ -200,7 +200,8 @@ class AgqFastProgram final : public AgqSwitchProgram {
   // decision is Decision::handoff), no register stage, no meta.
   template <bool kKnown> [[gnu::always_inline]] bool admit(tna::BurstPacket& p, const AgqFrame& f, Meta& m, JobMemo& memo);
   template <class Lanes> [[gnu::always_inline]] void registers(Meta& m, Pass& r);
-  template <class Lanes> [[gnu::always_inline]] void lanes(Meta& m, const Pass& r, bool add, bool extract);
+  template <class Lanes> [[gnu::always_inline]] void lanes(Meta& m, const Pass& r, bool add, bool extract,
+                                                       uint32_t keep = ~0u);
   [[gnu::always_inline]] void forward(tna::BurstPacket& p, Meta& m, Pass& r);
   // process_burst() once per lane kernel (lanes_simd.hpp), each compiled
   // for the kernel's target with the lane pass inlined; simd_ picks one.
