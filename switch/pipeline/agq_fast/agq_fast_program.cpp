@@ -39,14 +39,14 @@ struct AgqFastProgram::Meta {
   Pair<uint8_t>* occ;
   uint32_t* cells;  // the row's lane cells, half v
   uint8_t v, req_units, flags;
+  uint8_t trunc_row;  // trunc_t's key without w: (req_width >> 2) << 4 (trunc_key)
   Verdict verdict;  // set at admission only when it decides (no slot)
   AgqDrop drop;     // zero: AgqDrop::None
 };
 // What the register stages of one packet produce for agq_forward_t and its
 // header writes: a local of the stage loop, so it stays in registers.
 struct AgqFastProgram::Pass {
-  uint16_t window;
-  uint8_t pos, w;
+  uint16_t window;  // slot_window's half v: pos | w << 3 in bits 0-6 (pack_window)
   bool seen, complete;
   Verdict verdict;
   AgqDrop drop;
@@ -256,6 +256,7 @@ inline bool AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& 
       return reject(AgqDrop::BadWorker);
     if (slot >= job->job.slots) return reject(AgqDrop::BadSlot);
     m.req_units = memo.req_units;
+    m.trunc_row = memo.trunc_row;
   } else {
     m.worker = &kWorkerMiss;
     m.job = nullptr;
@@ -303,11 +304,13 @@ inline bool AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& 
     const uint8_t req = h[kReqWidth];
     if (req % 4 != 0 || req < 4 || req > 32) return reject(AgqDrop::BadWidth);
     m.req_units = std::min<uint8_t>(uint8_t(req >> 2), job.max_units);
+    m.trunc_row = uint8_t(trunc_key(req >> 2, 0));
     // This DATA passed every check the memo stands for: the next ones
     // with its req_width (and, untagged, its first 64 bytes' fixed fields)
     // skip them.
     memo.tail = uint64_t(req) | uint64_t(n_lanes) << 40;
     memo.req_units = m.req_units;
+    memo.trunc_row = m.trunc_row;
     // The template must stand for the same req_units: replaced, or
     // dropped when this frame cannot be one (tagged, or short).
     memo.frame_len = 0;
@@ -393,8 +396,6 @@ inline void AgqFastProgram::registers(Meta& m, Pass& r) {
       r.verdict = Verdict::FallbackData;
       return;
     }
-    r.pos = uint8_t(window_pos(r.window));
-    r.w = uint8_t(window_units(r.window));
     lanes<Lanes>(m, r, /*add=*/true, /*extract=*/r.complete, ~oldw.cell_mask);
     r.verdict = r.complete ? Verdict::Result : Verdict::Absorb;
     return;
@@ -407,8 +408,6 @@ inline void AgqFastProgram::registers(Meta& m, Pass& r) {
     r.verdict = Verdict::FallbackData;
     return;
   }
-  r.pos = uint8_t(window_pos(r.window));
-  r.w = uint8_t(window_units(r.window));
   if (!r.seen) {
     lanes<Lanes>(m, r, /*add=*/true, /*extract=*/r.complete);
     r.verdict = r.complete ? Verdict::Result : Verdict::Absorb;
@@ -424,8 +423,12 @@ inline void AgqFastProgram::registers(Meta& m, Pass& r) {
 // extract_t, result mask -- all lanes in one kernel call.
 template <class Lanes>
 inline void AgqFastProgram::lanes(Meta& m, const Pass& r, bool add, bool extract, uint32_t keep) {
-  LaneOp op = m.job->window_op[r.pos | r.w << 3];  // grant_t, align_t, extract_t
-  op.trunc = t_.trunc_t[trunc_key(m.h[kReqWidth] >> 2, r.w)];
+  // The window's pos | w << 3 is its low 7 bits (pack_window), the index
+  // of window_op, and trunc_key's w their top 4.
+  static_assert(pack_window(7, 15, false, false) == 0x7F);
+  const unsigned win = r.window & 0x7Fu;
+  LaneOp op = m.job->window_op[win];  // grant_t, align_t, extract_t
+  op.trunc = t_.trunc_t[m.trunc_row | win >> 3];
   op.keep = keep;
   if (!add) op.value_mask = 0;
   op.extract_on = extract;
@@ -471,8 +474,8 @@ inline void AgqFastProgram::forward(tna::BurstPacket& p, Meta& m, Pass& r) {
   uint8_t* h = m.h;
   uint8_t flags = m.flags;
   if (r.verdict == Verdict::Result || r.verdict == Verdict::Resend) {
-    h[kWidth] = uint8_t(r.w * kUnitBits);
-    h[kPos] = r.pos;
+    h[kWidth] = uint8_t(window_units(r.window) * kUnitBits);
+    h[kPos] = uint8_t(window_pos(r.window));
     h[kGuard] = job.guard;
     flags = uint8_t(m.v | ((r.window & kWinOverflow) ? proto::kAgqFlagOverflow : 0));
   } else if (r.verdict == Verdict::FallbackData) {

@@ -192,6 +192,7 @@ class AgqFastProgram final : public AgqSwitchProgram {
     uint64_t data = kNoData;
     uint64_t tail = kNoTail;
     uint8_t req_units = 0;
+    uint8_t trunc_row = 0;  // Meta::trunc_row of that req_width
     uint16_t frame_len = 0;
     alignas(64) uint8_t frame[64];
   };
