@@ -29,19 +29,23 @@ constexpr uint8_t kTypeData = uint8_t(AgqType::Data), kTypePsResult = uint8_t(Ag
 // (frame, ip, h, flags, job, worker, slot, drop; verdict when admission
 // decides the packet, slot null; v, req_units, occ, cells with a slot).
 // What the register stages produce for agq_forward_t is a Pass.
-struct AgqFastProgram::Meta {
+// One cache line: the burst's array is indexed by a shift, and the IPv4
+// and agq headers are offsets from the frame (locate_agq(): agq = l3 +
+// kIpToAgq) rather than two more pointers to store and load.
+struct alignas(64) AgqFastProgram::Meta {
   uint8_t* frame;  // null: decided at admission (not agq traffic)
-  uint8_t* ip;     // IPv4 header
-  uint8_t* h;      // agq header
   const JobEntry* job;
   const WorkerAction* worker;
   SlotRecord* slot;  // null: no register stage (invalid, PS_RESULT, not agq)
   Pair<uint8_t>* occ;
   uint32_t* cells;  // the row's lane cells, half v
+  uint8_t l3;       // the IPv4 header's offset in frame (14, or 18 tagged)
   uint8_t v, req_units, flags;
   uint8_t trunc_row;  // trunc_t's key without w: (req_width >> 2) << 4 (trunc_key)
   Verdict verdict;  // set at admission only when it decides (no slot)
   AgqDrop drop;     // zero: AgqDrop::None
+  uint8_t* ip() const { return frame + l3; }
+  uint8_t* h() const { return frame + l3 + kIpToAgq; }
 };
 // What the register stages of one packet produce for agq_forward_t and its
 // header writes: a local of the stage loop, so it stays in registers.
@@ -98,6 +102,7 @@ AGQ_TARGET_AVX512 void AgqFastProgram::burst_avx512(tna::BurstPacket* pkts, unsi
 template <class Lanes>
 inline void AgqFastProgram::run_burst(tna::BurstPacket* pkts, unsigned n) {
   static_assert(kChunk <= Forwarding::kBurstMax);
+  static_assert(sizeof(Meta) == 64, "Meta: one cache line, indexed by a shift");
   Meta meta[kChunk];
   FrameView* views = views_;  // filled for frames that are not agq traffic (scratch)
   JobMemo memo;              // job_t's last hit: a burst is mostly one job's DATA
@@ -227,8 +232,9 @@ inline bool AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& 
   // locate_agq() found the agq header: Ethernet, at most one tag, IPv4 IHL
   // 5 not a fragment, UDP to 50100, the whole header present.
   m.frame = p.bytes;
-  m.ip = p.bytes + f.l3;
-  uint8_t* h = m.h = p.bytes + f.agq;
+  m.l3 = uint8_t(f.l3);
+  uint8_t* const ip = p.bytes + f.l3;
+  uint8_t* h = p.bytes + f.agq;
   m.flags = h[kFlags];
   auto reject = [&m](AgqDrop why) {
     m.slot = nullptr;
@@ -242,7 +248,7 @@ inline bool AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& 
   std::memcpy(&tail, h + kReqWidth, sizeof tail);
   static_assert(kNLanes - kReqWidth == 5, "JobMemo::kTailMask: n_lanes is byte 5 of the tail word");
   const uint8_t wid = h[kWorkerId];
-  const uint32_t src = load_be32(m.ip + kIpSrc);
+  const uint32_t src = load_be32(ip + kIpSrc);
   const uint16_t slot = load_be16(h + kSlot);
   if (kKnown || ((head & JobMemo::kDataMask) == memo.data && (tail & JobMemo::kTailMask) == memo.tail)) [[likely]] {
     // A DATA of the memo's job, its num_workers, lane profile and a
@@ -250,7 +256,7 @@ inline bool AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& 
     // (hit, port, address) and the slot's remain (JobMemo).
     const JobEntry* job = m.job = memo.job;
     uint32_t src_wire;
-    std::memcpy(&src_wire, m.ip + kIpSrc, sizeof src_wire);
+    std::memcpy(&src_wire, ip + kIpSrc, sizeof src_wire);
     m.worker = wid < kMaxWorkers ? &job->worker[wid] : &kWorkerMiss;
     if (wid >= kMaxWorkers || job->worker_check[wid] != (uint64_t(p.md.ingress_port) << 32 | src_wire))
       return reject(AgqDrop::BadWorker);
@@ -432,7 +438,7 @@ inline void AgqFastProgram::lanes(Meta& m, const Pass& r, bool add, bool extract
   op.keep = keep;
   if (!add) op.value_mask = 0;
   op.extract_on = extract;
-  Lanes::add(m.cells, m.h + kLane0, m.job->job.lanes, op);
+  Lanes::add(m.cells, m.h() + kLane0, m.job->job.lanes, op);
 }
 
 // ---- agq_forward_t (verdict, delivery): where the packet goes, and the
@@ -471,7 +477,8 @@ inline void AgqFastProgram::forward(tna::BurstPacket& p, Meta& m, Pass& r) {
     p.decision = tna::Decision::unicast(port);
   }
 
-  uint8_t* h = m.h;
+  uint8_t* const h = m.h();
+  uint8_t* const ip = m.ip();
   uint8_t flags = m.flags;
   if (r.verdict == Verdict::Result || r.verdict == Verdict::Resend) {
     h[kWidth] = uint8_t(window_units(r.window) * kUnitBits);
@@ -488,16 +495,16 @@ inline void AgqFastProgram::forward(tna::BurstPacket& p, Meta& m, Pass& r) {
   h[kVerType] = uint8_t(proto::kAgqVersion << 4 | uint8_t(fa.type));
   h[kFlags] = uint8_t(flags | fa.set_flags);
   proto::store_be16(h + kEpoch, epoch_);  // every frame the switch makes carries its boot epoch
-  proto::store_be16(m.ip + kIpToUdp + 6, 0);  // UDP checksum: payload rewritten
+  proto::store_be16(ip + kIpToUdp + 6, 0);  // UDP checksum: payload rewritten
   switch (fa.kind) {
     case ForwardAction::Kind::UnicastPs:
       set_dst_mac(m.frame, job.ps_mac);
-      ipv4_replace32(m.ip, kIpDst, job.ps_ipv4);
+      ipv4_replace32(ip, kIpDst, job.ps_ipv4);
       break;
-    case ForwardAction::Kind::SendBack: swap_addresses(m.frame, m.ip); break;
+    case ForwardAction::Kind::SendBack: swap_addresses(m.frame, ip); break;
     case ForwardAction::Kind::UnicastWorker:
       set_dst_mac(m.frame, m.worker->mac);
-      ipv4_replace32(m.ip, kIpDst, m.worker->ipv4);
+      ipv4_replace32(ip, kIpDst, m.worker->ipv4);
       break;
     default: break;  // multicast: egress rewrites each replica
   }
