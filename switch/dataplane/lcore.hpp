@@ -64,7 +64,7 @@ struct SwitchDataplane::Lcore {
   // Program-dropped mbufs (absorbed agq DATA) kept as the next replicas'
   // buffers instead of a free now and an alloc later: an agq RESULT of N
   // DATA needs N-1 new buffers just as N-1 of its DATA are absorbed. At
-  // most one burst's worth (Ports sizes the pool for it); freed in release().
+  // most Ports::kMaxSpares (the pool is sized for it); freed in release().
   std::array<rte_mbuf*, kMaxBurst> spare;
   uint16_t nspare = 0;
   // Rx bursts left to go without looking for a run, after the program

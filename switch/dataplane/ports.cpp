@@ -105,10 +105,10 @@ void Ports::create_pools() {
     tx_ring += uint64_t(p.tx_queues) * opt_.tx_desc;
     rx_ring += uint64_t(p.rx_queues) * opt_.rx_desc;
   }
-  // Per lcore: one rx burst in hand, one tx buffer per port, one burst of
+  // Per lcore: one rx burst in hand, one tx buffer per port, the stash of
   // spare replica buffers (SwitchDataplane's recycled drops), a mempool
   // cache (up to 1.5x).
-  const uint64_t per_lcore = 2 * burst + nports * tx_batch + kPoolCache * 3 / 2;
+  const uint64_t per_lcore = burst + kMaxSpares + nports * tx_batch + kPoolCache * 3 / 2;
   const int socket = static_cast<int>(rte_socket_id());
 
   // Plus, per lcore, the software hand-off rings (rx to the owner, tx to a

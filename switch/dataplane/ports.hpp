@@ -78,6 +78,13 @@ class Ports {
   Ports(const Ports&) = delete;
   Ports& operator=(const Ports&) = delete;
 
+  // The replica buffers an lcore may hold back from the pool (its stash of
+  // absorbed agq DATA, SwitchDataplane::Lcore::spare): what N-1 workers'
+  // rx bursts absorb before the burst of their RESULTs arrives (192 for 4
+  // workers at the default burst of 64), so that burst's replicas take no
+  // buffer from the pool and the absorbed ones go back to none.
+  static constexpr unsigned kMaxSpares = 256;
+
   // Stops and closes every port, then frees the pools. Idempotent.
   void stop();
 
