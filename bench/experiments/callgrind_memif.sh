@@ -8,7 +8,8 @@
 # instructions (callgrind_annotate --inclusive=no; start-up included, < 1%
 # for 20 s). bench/README.md, "Session 2026-11-27 (V)".
 # Env: BUILD (bench_gen and agqctl, default ./build), WORK (default
-# /tmp/agq-cgm). Needs valgrind (scripts/setup.sh installs it).
+# /tmp/agq-cgm), SWITCH_ARGS (more agq-switch options, e.g.
+# --copy-replicas). Needs valgrind (scripts/setup.sh installs it).
 set -eu
 [ $# -ge 2 ] || { echo "usage: $0 AGQ_SWITCH_BINARY SECS [CALLGRIND_OUT]" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -20,7 +21,7 @@ rm -f "$work"/m0.sock "$work"/m1.sock "$work"/ctl.sock
 . "$root/bench/experiments/memif_setup.sh"  # $work/agq.toml, vdev()
 valgrind --tool=callgrind --callgrind-out-file="$out" "$bin" --no-huge -m 1024 --no-pci -l 0 \
   --file-prefix cgm$$ --log-level=warning --no-telemetry "$(vdev 0 server)" "$(vdev 1 server)" -- \
-  --config "$work/agq.toml" --ctl-socket "$work/ctl.sock" --idle-sleep-us 0 --quiet > "$work/switch.log" 2>&1 &
+  --config "$work/agq.toml" --ctl-socket "$work/ctl.sock" --idle-sleep-us 0 --quiet ${SWITCH_ARGS:-} > "$work/switch.log" 2>&1 &
 sw=$!
 trap 'kill -INT $sw 2>/dev/null || true' EXIT
 for _ in $(seq 120); do [ -S "$work/m0.sock" ] && [ -S "$work/m1.sock" ] && break; sleep 0.5; done

@@ -47,6 +47,9 @@ struct alignas(64) LcoreCounters {
   // packet whether or not the sender kept it saturated. Empty rounds (the
   // idle back-off's polls) are not counted.
   Counter busy_cycles;
+  // Those rounds: rx / busy_rounds is the mean burst (VPP's vectors per
+  // call), which says how much of a round's fixed cost each packet carries.
+  Counter busy_rounds;
 
   // Calls fn(name, value) for every counter, in a stable order.
   template <typename Fn> void for_each(Fn&& fn) const {
@@ -71,6 +74,7 @@ struct alignas(64) LcoreCounters {
     fn("memif_check_retries", memif_check_retries.get());
     fn("run_packets", run_packets.get());
     fn("busy_cycles", busy_cycles.get());
+    fn("busy_rounds", busy_rounds.get());
   }
 };
 

@@ -27,6 +27,7 @@
 #include "dataplane/lcore.hpp"
 #include "dataplane/one_flow.hpp"
 #include "dataplane/port_readers.hpp"
+#include "dataplane/tsc_clock.hpp"
 #include "dataplane/tx_port.hpp"
 
 namespace agq::dataplane {
@@ -192,12 +193,6 @@ int SwitchDataplane::entry(void* self) {
 }
 
 namespace {
-uint64_t steady_ns() {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                   std::chrono::steady_clock::now().time_since_epoch())
-                                   .count());
-}
-
 // rte_pktmbuf_free_bulk's work, inline. Debian's DPDK is shared libraries,
 // and the library's function finds the lcore's mempool cache through the
 // global-dynamic TLS model (a __tls_get_addr call per free: perf, 1.5% of
@@ -245,6 +240,7 @@ int SwitchDataplane::loop(Lcore& c) {
   // to >= 50 us; 1 us lets the back-off grow as designed.
   if (opt_.idle_sleep_us) prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
   IdleBackoff idle(opt_.idle_sleep_us, opt_.idle_polls);
+  TscClock clock(rte_get_tsc_hz(), rte_rdtsc());  // the packets' stamp, from round_start
   // Online from here to the last flush: an unmap of port memory (a memif
   // peer leaving) waits until this lcore is between rounds (port_readers.hpp).
   PortReader reader;
@@ -278,8 +274,8 @@ int SwitchDataplane::loop(Lcore& c) {
       got += n;
       c.counters.rx.add(n);
       n = sim_drop_rx(c, q.port, c.rx.data(), n);
-      // One stamp per round: a clock read per packet would cost ~20 ns each.
-      if (now == 0) now = steady_ns();
+      // One stamp per round, from the TSC the round already read.
+      if (now == 0) now = clock.ns(round_start);
       if (sharded && !q.program_shards)
         ingest<true>(c, q.port, c.rx.data(), n, now);
       else
@@ -290,7 +286,7 @@ int SwitchDataplane::loop(Lcore& c) {
                                                          opt_.burst, nullptr));
       if (n) {
         got += n;
-        if (now == 0) now = steady_ns();
+        if (now == 0) now = clock.ns(round_start);
         process_inbox(c, c.local.data(), n, now);
       }
     }
@@ -302,6 +298,7 @@ int SwitchDataplane::loop(Lcore& c) {
       // bounds latency to one round, so no drain timer is needed.
       flush_all(c);
       c.counters.busy_cycles.add(rte_rdtsc() - round_start);
+      c.counters.busy_rounds.add(1);
       idle.reset();
     } else if (idle.idle()) {
       c.counters.idle_sleeps.add(1);
