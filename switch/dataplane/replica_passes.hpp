@@ -1,0 +1,98 @@
+// Multicast replicas made from the original frames, member after member
+// (SwitchDataplane::replicate_in_place; docs/ARCHITECTURE.md, "Multicast"),
+// apart from ports and programs so that a test can drive it with a port of
+// its own making. For each member r in turn: every frame is rewritten for
+// r, sent with a reference of ours kept (refcount 2), and once the port
+// has let go of it (refcount back to 1: the driver copied it out inside
+// tx_burst) it is ours alone to rewrite for r+1; the last member's send
+// takes our only reference. The refcount is the whole safety argument: a
+// frame the port still holds after the send (a DMA queue, a zero-copy
+// memif client, a ring of mbuf pointers) is never written again -- the
+// members left get a buffer of its bytes instead, and the caller stops
+// reusing on that port.
+#pragma once
+
+#include <rte_atomic.h>
+#include <rte_branch_prediction.h>
+#include <rte_mbuf.h>
+
+#include <cstdint>
+#include <cstring>
+
+namespace agq::dataplane {
+
+struct ReplicaPassStats {
+  uint64_t sent = 0;     // replicas the ports took
+  uint64_t refused = 0;  // replicas a full tx queue refused (lost, as a tail drop)
+  uint64_t reused = 0;   // replicas made from the original frame (every member's but the last)
+  uint64_t held = 0;     // frames a port kept past its send
+  uint64_t copies = 0;   // buffers those frames' later members got
+  uint64_t lost = 0;     // later replicas of held frames that found no buffer
+};
+
+// f[0..n), bytes[0..n): the frames (direct, one segment, refcount 1, ours)
+// and their data. nr members. rewrite(r, bytes, f, n) writes member r's
+// fields into every frame; send(r, f, n) hands them to member r's port and
+// returns how many it took (a prefix); held(r, k): member r's port kept k
+// frames; buffer(): an mbuf for a held frame's copy, or nullptr. f and
+// bytes are rewritten in place (held frames replaced by their copies).
+template <class Rewrite, class Send, class Held, class Buffer>
+void replica_passes(rte_mbuf** f, uint8_t** bytes, unsigned n, unsigned nr, Rewrite&& rewrite, Send&& send,
+                    Held&& held, Buffer&& buffer, ReplicaPassStats& st) {
+  for (unsigned r = 0; r < nr && n != 0; ++r) {
+    const bool last = r + 1 == nr;
+    rewrite(r, bytes, f, n);
+    if (!last)  // one reference for the port, one kept for the next member
+      for (unsigned j = 0; j < n; ++j) rte_mbuf_refcnt_set(f[j], 2);
+    const unsigned sent = send(r, f, n);
+    st.sent += sent;
+    if (unlikely(sent < n)) {  // a full tx queue: this member's replicas of them are lost
+      st.refused += n - sent;
+      if (last) {
+        rte_pktmbuf_free_bulk(f + sent, n - sent);
+        break;
+      }
+      for (unsigned j = sent; j < n; ++j) rte_mbuf_refcnt_set(f[j], 1);  // ours alone again
+    }
+    if (last) break;
+    st.reused += n;
+    unsigned kept = 0;
+    for (unsigned j = 0; j < sent; ++j) kept += rte_mbuf_refcnt_read(f[j]) != 1;
+    // What the port read of a frame before letting go happens before our
+    // next rewrite of it.
+    rte_atomic_thread_fence(__ATOMIC_ACQUIRE);
+    if (likely(kept == 0)) continue;
+    held(r, kept);
+    st.held += kept;
+    unsigned w = 0;
+    for (unsigned j = 0; j < n; ++j) {
+      rte_mbuf* x = f[j];
+      uint8_t* d = bytes[j];
+      if (j < sent && rte_mbuf_refcnt_read(x) != 1) {
+        // Read only: the port reads it too. Our reference goes back; the
+        // port frees the frame when it is done.
+        rte_mbuf* b = buffer();
+        if (b != nullptr) {
+          const uint16_t len = x->data_len;
+          rte_pktmbuf_reset(b);
+          b->data_len = len;
+          b->pkt_len = len;
+          b->port = x->port;
+          std::memcpy(rte_pktmbuf_mtod(b, uint8_t*), d, len);
+          ++st.copies;
+        } else {
+          st.lost += nr - 1 - r;
+        }
+        rte_pktmbuf_free(x);
+        if (b == nullptr) continue;
+        x = b;
+        d = rte_pktmbuf_mtod(b, uint8_t*);
+      }
+      f[w] = x;
+      bytes[w++] = d;
+    }
+    n = w;
+  }
+}
+
+}  // namespace agq::dataplane
