@@ -56,6 +56,7 @@ struct SwitchDataplane::Lcore {
   std::array<tna::Replica, kMaxReplicas> replicas;
   std::array<rte_mbuf*, kMaxReplicas> copies;
   std::array<uint8_t*, kMaxReplicas> replica_bytes;
+  std::array<uint16_t, kMaxBurst> lens;  // replicate_in_place's frame lengths
   // apply_decisions' run of multicast decisions (multicast_run) and its
   // replica groups for the program's egress.
   std::array<rte_mbuf*, kMaxBurst> mc_pkts;

@@ -31,17 +31,22 @@ struct ReplicaPassStats {
 };
 
 // f[0..n), bytes[0..n): the frames (direct, one segment, refcount 1, ours)
-// and their data. nr members. rewrite(r, bytes, f, n) writes member r's
-// fields into every frame; send(r, f, n) hands them to member r's port and
-// returns how many it took (a prefix); held(r, k): member r's port kept k
-// frames; buffer(): an mbuf for a held frame's copy, or nullptr. f and
-// bytes are rewritten in place (held frames replaced by their copies).
+// and their data. nr members. rewrite(r, bytes, f, n, same) writes member
+// r's fields into every frame, `same` when the frames are those of the
+// previous call (a held frame's copy, same bytes, takes its place); send(r,
+// f, n) hands them to member r's port and returns how many it took (a
+// prefix); held(r, k): member r's port kept k frames; buffer(): an mbuf for
+// a held frame's copy, or nullptr (the frame then leaves the arrays, and
+// the next rewrite is told they changed). f and bytes are rewritten in
+// place.
 template <class Rewrite, class Send, class Held, class Buffer>
 void replica_passes(rte_mbuf** f, uint8_t** bytes, unsigned n, unsigned nr, Rewrite&& rewrite, Send&& send,
                     Held&& held, Buffer&& buffer, ReplicaPassStats& st) {
+  bool same = false;
   for (unsigned r = 0; r < nr && n != 0; ++r) {
     const bool last = r + 1 == nr;
-    rewrite(r, bytes, f, n);
+    rewrite(r, bytes, f, n, same);
+    same = true;
     if (!last)  // one reference for the port, one kept for the next member
       for (unsigned j = 0; j < n; ++j) rte_mbuf_refcnt_set(f[j], 2);
     const unsigned sent = send(r, f, n);
@@ -84,7 +89,10 @@ void replica_passes(rte_mbuf** f, uint8_t** bytes, unsigned n, unsigned nr, Rewr
           st.lost += nr - 1 - r;
         }
         rte_pktmbuf_free(x);
-        if (b == nullptr) continue;
+        if (b == nullptr) {
+          same = false;
+          continue;
+        }
         x = b;
         d = rte_pktmbuf_mtod(b, uint8_t*);
       }

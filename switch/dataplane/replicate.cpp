@@ -185,15 +185,15 @@ void SwitchDataplane::replicate_in_place(Lcore& c, rte_mbuf** f, unsigned n, con
   // in arrival order.
   for (unsigned r = 0; r < nr; ++r) c.tx[members[r].port].flush();
   uint8_t** const bytes = c.replica_bytes.data();
-  tna::Program::ReplicaGroup* const groups = c.groups.data();
+  uint16_t* const lens = c.lens.data();
   for (unsigned j = 0; j < n; ++j) bytes[j] = rte_pktmbuf_mtod(f[j], uint8_t*);
   ReplicaPassStats st;
   replica_passes(
       f, bytes, n, nr,
-      [&](unsigned r, uint8_t** b, rte_mbuf** fr, unsigned k) {
-        for (unsigned j = 0; j < k; ++j)
-          groups[j] = tna::Program::ReplicaGroup{b[j], fr[j]->data_len, 1, members + r, b + j};
-        c.prog->egress_groups(groups, k);
+      [&](unsigned r, uint8_t** b, rte_mbuf** fr, unsigned k, bool same) {
+        if (!same)
+          for (unsigned j = 0; j < k; ++j) lens[j] = fr[j]->data_len;
+        c.prog->egress_member(b, lens, k, members[r], same);
       },
       [&](unsigned r, rte_mbuf** fr, unsigned k) {
         TxPort& tx = c.tx[members[r].port];

@@ -125,7 +125,7 @@ void SwitchDataplane::setup(control::Pipes& pipes) {
       t.cap = opt_.tx_batch;
       t.counters = &c.counters;
       if (tx_rings_[p] && ports_.tx_owner(p) != c.index) t.handoff = tx_rings_[p];
-      t.copies_out = opt_.reuse_replicas && copies_out_at_tx(ports_.info(p).driver);
+      t.copies_out = opt_.reuse_replicas && c.prog->egress_reapplies() && copies_out_at_tx(ports_.info(p).driver);
     }
   }
   // Multi-queue memif: a client may connect with fewer rings than queues,

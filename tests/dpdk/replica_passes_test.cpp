@@ -75,6 +75,7 @@ struct Frames {
   std::vector<uint8_t*> bytes;
   ReplicaPassStats st;
   std::vector<std::pair<unsigned, unsigned>> held;
+  bool lost_before = false;
 
   explicit Frames(unsigned n) {
     for (unsigned id = 0; id < n; ++id) {
@@ -92,12 +93,18 @@ struct Frames {
   void go(Ports& p, unsigned members, bool buffers = true) {
     replica_passes(
         f.data(), bytes.data(), unsigned(f.size()), members,
-        [](unsigned r, uint8_t** b, rte_mbuf**, unsigned k) {
+        [this](unsigned r, uint8_t** b, rte_mbuf**, unsigned k, bool same) {
+          EXPECT_EQ(same, r != 0 && !lost_before) << r;
+          lost_before = false;
           for (unsigned j = 0; j < k; ++j) b[j][0] = uint8_t(kMember + r);
         },
         [&p](unsigned r, rte_mbuf** fr, unsigned k) { return p.send(r, fr, k); },
         [this](unsigned r, unsigned k) { held.emplace_back(r, k); },
-        [buffers]() -> rte_mbuf* { return buffers ? rte_pktmbuf_alloc(pool()) : nullptr; }, st);
+        [this, buffers]() -> rte_mbuf* {
+          if (!buffers) lost_before = true;  // the frame leaves the arrays: the next rewrite is told
+          return buffers ? rte_pktmbuf_alloc(pool()) : nullptr;
+        },
+        st);
   }
 };
 
