@@ -189,7 +189,7 @@ void SwitchDataplane::replicate_in_place(Lcore& c, rte_mbuf** f, unsigned n, con
   for (unsigned j = 0; j < n; ++j) bytes[j] = rte_pktmbuf_mtod(f[j], uint8_t*);
   ReplicaPassStats st;
   replica_passes(
-      f, bytes, n, nr,
+      *c.lender, f, bytes, n, nr,
       [&](unsigned r, uint8_t** b, rte_mbuf** fr, unsigned k, bool same) {
         if (!same)
           for (unsigned j = 0; j < k; ++j) lens[j] = fr[j]->data_len;
@@ -275,7 +275,7 @@ void SwitchDataplane::multicast_run(Lcore& c, rte_mbuf* const* m, const tna::Dec
           reuse &= clean && c.tx[r.port].copies_out && c.tx[r.port].handoff == nullptr;
         }
     }
-    if (reuse) {
+    if (reuse && c.lender->lendable(m[j])) {
       flush();
       bufs[ns++] = m[j];
       continue;

@@ -126,6 +126,8 @@ void SwitchDataplane::setup(control::Pipes& pipes) {
       t.counters = &c.counters;
       if (tx_rings_[p] && ports_.tx_owner(p) != c.index) t.handoff = tx_rings_[p];
       t.copies_out = opt_.reuse_replicas && c.prog->egress_reapplies() && copies_out_at_tx(ports_.info(p).driver);
+      if (t.copies_out && !c.lender)
+        c.lender = std::make_unique<FrameLender>(ports_.pool(), "agq_lend" + std::to_string(c.index));
     }
   }
   // Multi-queue memif: a client may connect with fewer rings than queues,

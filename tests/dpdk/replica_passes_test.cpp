@@ -1,13 +1,15 @@
 // replica_passes (switch/dataplane/replica_passes.hpp): multicast replicas
 // made from the original frames member after member, driven through test
 // ports: each "port" records the bytes of every frame it takes, then either
-// copies it out (frees our extra reference, as memif's tx does) or keeps it
-// (a DMA queue). Checked: every member gets every frame it took with its
+// copies it out (frees it, as memif's tx does: the FrameLender gets it
+// back) or keeps it (a DMA queue; freed at the end, it goes home). Checked: every member gets every frame it took with its
 // own rewrite and nothing else changed; a kept frame is never written
 // again; a full queue loses only that member's replicas; no mbuf leaks or
 // is freed twice (the pool's count at the end). Runs the EAL in the test
 // process (--no-huge, one net_null port).
 #include "dataplane/replica_passes.hpp"
+
+#include "dataplane/frame_lender.hpp"
 
 #include <gtest/gtest.h>
 #include <rte_eal.h>
@@ -33,6 +35,11 @@ rte_mempool* pool() {
     return rte_pktmbuf_pool_create("replpass", 255, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, 0);
   }();
   return p;
+}
+
+const FrameLender& lender() {
+  static FrameLender l(pool(), "replpass_lend");
+  return l;
 }
 
 constexpr unsigned kLen = 96;
@@ -92,7 +99,7 @@ struct Frames {
 
   void go(Ports& p, unsigned members, bool buffers = true) {
     replica_passes(
-        f.data(), bytes.data(), unsigned(f.size()), members,
+        lender(), f.data(), bytes.data(), unsigned(f.size()), members,
         [this](unsigned r, uint8_t** b, rte_mbuf**, unsigned k, bool same) {
           EXPECT_EQ(same, r != 0 && !lost_before) << r;
           lost_before = false;
@@ -158,8 +165,11 @@ TEST(ReplicaPasses, AFrameThePortKeepsIsNeverWrittenAgainAndLaterMembersGetACopy
   for (auto& [m, bytes] : p.kept) {
     const uint8_t* d = rte_pktmbuf_mtod(m, const uint8_t*);
     EXPECT_EQ(std::vector<uint8_t>(d, d + kLen), bytes) << "a kept frame was written after its send";
-    EXPECT_EQ(rte_mbuf_refcnt_read(m), 1) << "our reference was given back";
+    EXPECT_FALSE(lender().back(m)) << "still the port's";
+    EXPECT_NE(m->pool, pool()) << "given up: its free goes home through the lender";
+    EXPECT_EQ(rte_mbuf_refcnt_read(m), 1);
     rte_pktmbuf_free(m);
+    EXPECT_EQ(m->pool, pool());
   }
   EXPECT_EQ(rte_mempool_avail_count(pool()), before);
 }
