@@ -10,6 +10,7 @@
 #include "dataplane/replica_passes.hpp"
 
 #include "dataplane/frame_lender.hpp"
+#include "test_eal.hpp"
 
 #include <gtest/gtest.h>
 #include <rte_eal.h>
@@ -25,15 +26,9 @@ namespace agq::dataplane {
 namespace {
 
 rte_mempool* pool() {
-  static rte_mempool* p = [] {
-    const std::string prefix = "--file-prefix=replpass" + std::to_string(getpid());
-    std::vector<std::string> args = {"replica_passes_test", "--no-huge", "-m", "128", "--no-pci", prefix,
-                                     "--log-level=warning", "--no-telemetry", "--vdev=net_null0", "-l", "0"};
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    if (rte_eal_init(int(argv.size()), argv.data()) < 0) return static_cast<rte_mempool*>(nullptr);
-    return rte_pktmbuf_pool_create("replpass", 255, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, 0);
-  }();
+  static rte_mempool* p = agq::test::test_eal()
+                              ? rte_pktmbuf_pool_create("replpass", 255, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, 0)
+                              : nullptr;
   return p;
 }
 
