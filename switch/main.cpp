@@ -76,6 +76,7 @@ struct Flags {
   uint16_t burst = 64;
   uint16_t tx_batch = 128;
   uint16_t memif_queues = 1;
+  bool copy_replicas = false;
   double stats_interval = 0;
   bool quiet = false;
 };
@@ -128,6 +129,10 @@ void define_flags(CLI::App& app, Flags& f) {
                  "owner lcore by ring; 1 = one ring and the software hand-off")
       ->capture_default_str()
       ->check(CLI::Range(1, 255));
+  app.add_flag("--copy-replicas", f.copy_replicas,
+               "give every rewritten multicast replica a buffer of its own, also on ports that copy frames out "
+               "as they send them (memif, pcap, af_packet, tap, null), where by default the original is rewritten "
+               "and sent again member after member (docs/ARCHITECTURE.md, \"Multicast\")");
   app.add_option("--stats-interval", f.stats_interval,
                  "print a one-line rate summary every S seconds; 0 = never")
       ->capture_default_str()
@@ -230,6 +235,7 @@ int run_switch(const Flags& f) {
   lopt.burst = f.burst;
   lopt.tx_batch = f.tx_batch;
   lopt.idle_sleep_us = f.idle_sleep_us;
+  lopt.reuse_replicas = !f.copy_replicas;
 
   std::unique_ptr<dataplane::Ports> ports;
   std::unique_ptr<dataplane::SwitchDataplane> dp;

@@ -12,6 +12,7 @@
 #include <memory>
 #include <vector>
 
+#include "dataplane/frame_lender.hpp"
 #include "dataplane/switch_dataplane.hpp"
 #include "dataplane/tx_port.hpp"
 
@@ -56,6 +57,10 @@ struct SwitchDataplane::Lcore {
   std::array<tna::Replica, kMaxReplicas> replicas;
   std::array<rte_mbuf*, kMaxReplicas> copies;
   std::array<uint8_t*, kMaxReplicas> replica_bytes;
+  std::array<uint16_t, kMaxBurst> lens;  // replicate_in_place's frame lengths
+  // replicate_in_place's frames, lent to the ports for each send but the
+  // last; null when no port of this lcore reuses frames.
+  std::unique_ptr<FrameLender> lender;
   // apply_decisions' run of multicast decisions (multicast_run) and its
   // replica groups for the program's egress.
   std::array<rte_mbuf*, kMaxBurst> mc_pkts;

@@ -29,6 +29,8 @@ struct alignas(64) LcoreCounters {
   Counter handoff_drops;   // refused by the owner's full hand-off ring
   Counter clones;          // multicast replicas sharing the original's bytes (mbuf refcount)
   Counter copies;          // replicas copied for a program's egress rewrite
+  Counter reused;          // replicas sent from the original, rewritten once the port let go of it
+  Counter reuse_held;      // originals a port kept past tx_burst: copied for the rest (reuse then off there)
   Counter clone_failures;  // replicas lost because their pool was empty
   Counter replica_overflow;  // replicas beyond SwitchDataplane::kMaxReplicas
   Counter program_drops;   // Decision::Drop (the program counts the reason)
@@ -61,6 +63,8 @@ struct alignas(64) LcoreCounters {
     fn("handoff_drops", handoff_drops.get());
     fn("clones", clones.get());
     fn("copies", copies.get());
+    fn("reused", reused.get());
+    fn("reuse_held", reuse_held.get());
     fn("clone_failures", clone_failures.get());
     fn("replica_overflow", replica_overflow.get());
     fn("program_drops", program_drops.get());

@@ -5,6 +5,7 @@
 // (Program::egress_replicas / egress_groups). docs/ARCHITECTURE.md,
 // "Multicast".
 #include <rte_branch_prediction.h>
+#include <rte_ethdev.h>
 #include <rte_mbuf.h>
 #include <rte_mempool.h>
 
@@ -13,6 +14,7 @@
 #include <cstring>
 
 #include "dataplane/lcore.hpp"
+#include "dataplane/replica_passes.hpp"
 
 namespace agq::dataplane {
 
@@ -164,18 +166,67 @@ void SwitchDataplane::multicast(Lcore& c, rte_mbuf* m, const tna::Decision& d, b
   for (unsigned i = 0; i <= k; ++i) run.send(reps[i].port, bufs[i]);
 }
 
+// The replicas of frames f[0..n), all decisions for one clean group
+// (members[0..nr): existing ports, none pruned) whose every member's port
+// copies a frame out inside tx_burst (TxPort::copies_out), made from the
+// frames themselves, member after member (replica_passes.hpp): the
+// program's egress rewrites each frame in place for member r (it writes
+// whole the fields it owns, the IPv4 checksum from the fields it does not
+// touch), the port copies it out, and the frame is rewritten for r+1. No
+// buffer taken, no frame copied, no mbuf reset, no replica freed: the
+// copies, resets and free calls of the other path, and the spare stash's
+// working set. Each (port, worker) still receives in arrival order;
+// replicas of different frames to one port leave member-major rather than
+// frame-major, an order Tofino's PRE does not promise either. A port that
+// keeps a frame past tx_burst turns reuse off for itself.
+void SwitchDataplane::replicate_in_place(Lcore& c, rte_mbuf** f, unsigned n, const tna::Replica* members,
+                                         unsigned nr) {
+  // What these ports queued earlier leaves first: every port still sends
+  // in arrival order.
+  for (unsigned r = 0; r < nr; ++r) c.tx[members[r].port].flush();
+  uint8_t** const bytes = c.replica_bytes.data();
+  uint16_t* const lens = c.lens.data();
+  for (unsigned j = 0; j < n; ++j) bytes[j] = rte_pktmbuf_mtod(f[j], uint8_t*);
+  ReplicaPassStats st;
+  replica_passes(
+      *c.lender, f, bytes, n, nr,
+      [&](unsigned r, uint8_t** b, rte_mbuf** fr, unsigned k, bool same) {
+        if (!same)
+          for (unsigned j = 0; j < k; ++j) lens[j] = fr[j]->data_len;
+        c.prog->egress_member(b, lens, k, members[r], same);
+      },
+      [&](unsigned r, rte_mbuf** fr, unsigned k) {
+        TxPort& tx = c.tx[members[r].port];
+        const uint16_t sent = rte_eth_tx_burst(tx.port, tx.queue, fr, uint16_t(k));
+        if (unlikely(sent < k)) tx.dropped.add(k - sent);  // the port's own count; the lcore's below
+        return unsigned(sent);
+      },
+      [&](unsigned r, unsigned) { c.tx[members[r].port].copies_out = false; },
+      [&]() -> rte_mbuf* { return c.nspare ? c.spare[--c.nspare] : rte_pktmbuf_alloc(ports_.pool()); }, st);
+  c.counters.tx.add(st.sent);
+  if (unlikely(st.refused)) c.counters.tx_dropped.add(st.refused);
+  c.counters.reused.add(st.reused);
+  if (unlikely(st.held)) {
+    c.counters.reuse_held.add(st.held);
+    c.counters.copies.add(st.copies);
+    c.counters.clone_failures.add(st.lost);
+  }
+}
+
 // A run of multicast decisions m[i] / d[i] for a program with an egress
 // control, the drop simulator's tx side off: multicast()'s work with what
 // it pays per decision paid per run. A group whose members are all on
 // existing ports other than the pruned one (every agq job's group) is
-// used in place, looked up once for consecutive decisions of one group;
-// the run's buffers come off the spare stash in blocks; each replica's
-// mbuf is reset by a template (ReplicaInit); the program rewrites the
-// groups gathered so far in one egress_groups() call, and they leave in
-// the same order multicast() would send them. A decision for any other
-// group -- pruned or bad members, too many, empty, unknown -- or one the
-// stash and the pool cannot serve goes through multicast() itself, after
-// the groups gathered before it.
+// used in place, looked up once for consecutive decisions of one group.
+// Its decisions, when every member's port copies frames out at tx, gather
+// in a segment that replicate_in_place() sends member after member from
+// the frames themselves; otherwise the run's buffers come off the spare
+// stash in blocks, each replica's mbuf is reset by a template
+// (ReplicaInit), the program rewrites the groups gathered so far in one
+// egress_groups() call, and they leave in the same order multicast() would
+// send them. A decision for any other group -- pruned or bad members, too
+// many, empty, unknown -- or one the stash and the pool cannot serve goes
+// through multicast() itself, after everything gathered before it.
 void SwitchDataplane::multicast_run(Lcore& c, rte_mbuf* const* m, const tna::Decision* const* d, unsigned n) {
   const uint16_t nports = ports_.count();
   tna::Program::ReplicaGroup* const groups = c.groups.data();
@@ -196,20 +247,38 @@ void SwitchDataplane::multicast_run(Lcore& c, rte_mbuf* const* m, const tna::Dec
     }
     ng = used = 0;
   };
+  // The segment for replicate_in_place(): frames of the memo's group, in
+  // bufs (free while it gathers: flush() ran before its first frame).
+  unsigned ns = 0;
+  auto flush_segment = [&](const std::vector<tna::Replica>* g) {
+    if (ns == 0) return;
+    replicate_in_place(c, bufs, ns, g->data(), unsigned(g->size()));
+    ns = 0;
+  };
   ReplicaInit init(0, 0);
   uint32_t memo_group = ~0u;
   tna::PortId memo_excl = 0;
   const std::vector<tna::Replica>* gp = nullptr;
-  bool clean = false;
+  bool clean = false, reuse = false;
   for (unsigned j = 0; j < n; ++j) {
     const tna::Decision& dj = *d[j];
     if (dj.group != memo_group || dj.exclude_port != memo_excl) {
+      flush_segment(gp);
       memo_group = dj.group;
       memo_excl = dj.exclude_port;
       gp = c.pre->find(dj.group);
       clean = gp != nullptr && !gp->empty() && gp->size() <= kMaxReplicas;
+      reuse = clean;
       if (clean)
-        for (const tna::Replica& r : *gp) clean &= r.port < nports && r.port != dj.exclude_port;
+        for (const tna::Replica& r : *gp) {
+          clean &= r.port < nports && r.port != dj.exclude_port;
+          reuse &= clean && c.tx[r.port].copies_out && c.tx[r.port].handoff == nullptr;
+        }
+    }
+    if (reuse && c.lender->lendable(m[j])) {
+      flush();
+      bufs[ns++] = m[j];
+      continue;
     }
     const unsigned nr = clean ? unsigned(gp->size()) : 0;
     const unsigned k = nr - 1;
@@ -240,6 +309,7 @@ void SwitchDataplane::multicast_run(Lcore& c, rte_mbuf* const* m, const tna::Dec
     used += nr;
     copies += k;
   }
+  flush_segment(gp);
   flush();
   if (copies) c.counters.copies.add(copies);
 }

@@ -36,6 +36,18 @@ static_assert(TxPort::kMax == SwitchDataplane::kMaxBurst);
 static_assert(Ports::kMaxSpares <= SwitchDataplane::kMaxBurst, "Lcore::spare holds the stash");
 static_assert(sizeof(tna::MacDigest) % 4 == 0, "rte_ring elements are multiples of 4 bytes");
 
+namespace {
+// Drivers whose tx_burst copies every frame it takes (into a shared ring,
+// a file, a kernel socket) or drops it, and frees the mbuf before
+// returning: memif (the server always copies; a zero-copy client does not,
+// which replicate_in_place finds by the refcount and then stops reusing),
+// pcap, af_packet, tap (writev), null. A NIC reads the frame by DMA after tx_burst, and
+// net_ring passes the mbuf itself: neither is listed.
+bool copies_out_at_tx(const std::string& driver) {
+  return driver == "net_memif" || driver == "net_pcap" || driver == "net_af_packet" || driver == "net_tap" ||
+         driver == "net_null";
+}
+}  // namespace
 
 SwitchDataplane::SwitchDataplane(Ports& ports, control::Pipes& pipes, LoopOptions opt)
     : ports_(ports), opt_(opt), egress_(pipes.instance(0).has_egress()), drop_sim_(ports.count()) {
@@ -113,6 +125,9 @@ void SwitchDataplane::setup(control::Pipes& pipes) {
       t.cap = opt_.tx_batch;
       t.counters = &c.counters;
       if (tx_rings_[p] && ports_.tx_owner(p) != c.index) t.handoff = tx_rings_[p];
+      t.copies_out = opt_.reuse_replicas && c.prog->egress_reapplies() && copies_out_at_tx(ports_.info(p).driver);
+      if (t.copies_out && !c.lender)
+        c.lender = std::make_unique<FrameLender>(ports_.pool(), "agq_lend" + std::to_string(c.index));
     }
   }
   // Multi-queue memif: a client may connect with fewer rings than queues,

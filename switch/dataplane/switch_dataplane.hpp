@@ -46,6 +46,10 @@ struct LoopOptions {
   uint16_t tx_batch = 128;        // a port's tx batch leaves when this full, 1..kMaxBurst (and every round)
   uint32_t idle_sleep_us = 100;   // idle back-off ceiling; 0 = pure busy poll
   uint32_t idle_polls = 256;      // empty rounds before the first sleep
+  // Multicast replicas rewritten from the original mbuf, member after
+  // member, on ports whose driver copies a frame out inside tx_burst
+  // (TxPort::copies_out); false: a buffer per replica everywhere.
+  bool reuse_replicas = true;
 };
 
 class SwitchDataplane {
@@ -140,6 +144,7 @@ class SwitchDataplane {
   template <typename DecisionOf> void apply_decisions(Lcore& c, rte_mbuf** pkts, uint16_t n, DecisionOf decision);
   void multicast(Lcore& c, rte_mbuf* m, const tna::Decision& d, bool sim_tx);
   void multicast_run(Lcore& c, rte_mbuf* const* m, const tna::Decision* const* d, unsigned n);
+  void replicate_in_place(Lcore& c, rte_mbuf** f, unsigned n, const tna::Replica* members, unsigned nr);
   uint16_t sim_drop_rx(Lcore& c, uint16_t port, rte_mbuf** pkts, uint16_t n);
   void transmit(Lcore& c, uint16_t port, rte_mbuf* m, bool sim_tx);
   void transmit_sim(Lcore& c, uint16_t port, rte_mbuf* m);

@@ -22,6 +22,11 @@ struct TxPort {
   uint16_t cap = 32;               // flush when this many are queued
   uint16_t n = 0;
   rte_ring* handoff = nullptr;     // non-null: the port's tx queue belongs to another lcore
+  // The driver copies a frame out during tx_burst and gives the mbuf back
+  // (memif, pcap, af_packet, null), so a multicast original may be
+  // rewritten for the next member once sent (replicate_in_place). Cleared
+  // for good the first time the port keeps a frame past tx_burst.
+  bool copies_out = false;
   LcoreCounters* counters = nullptr;
   Counter dropped;                 // this lcore's tx drops on this port
   rte_mbuf* pkts[kMax];

@@ -152,6 +152,21 @@ class Program {
     for (unsigned i = 0; i < count; ++i) egress_replicas(g[i].src, g[i].len, g[i].reps, g[i].out, g[i].n);
   }
 
+  // Replicas made member after member from the frames themselves (the
+  // dataplane's replicate_in_place, on ports that copy a frame out as they
+  // send it): egress_member rewrites frames[0..n) (n <= 256) in place for
+  // replica r, each frame holding either the original or another member's
+  // rewrite. Only for a program whose egress_reapplies(): its egress of r
+  // over any member's rewrite gives the bytes it gives over the original.
+  // same_frames: the frames are those of the previous call (same buffers,
+  // rewritten only by it), so what the program learned of them then still
+  // holds. The default is egress_replicas per frame, each its own source.
+  virtual bool egress_reapplies() const { return false; }
+  virtual void egress_member(uint8_t* const* frames, const uint16_t* lens, unsigned n, const Replica& r,
+                             bool /*same_frames*/) {
+    for (unsigned j = 0; j < n; ++j) egress_replicas(frames[j], lens[j], &r, &frames[j], 1);
+  }
+
   // Every counter of the program, in a stable order.
   virtual void visit_counters(const CounterVisitor& visit) const = 0;
   virtual void clear_counters() = 0;

@@ -17,20 +17,11 @@
 #include <vector>
 
 #include "dataplane/ports.hpp"
+#include "test_eal.hpp"
 
 namespace {
 
-void start_eal() {
-  static bool started = false;
-  if (started) return;
-  const std::string prefix = "--file-prefix=mbufpool" + std::to_string(getpid());
-  std::vector<std::string> args = {"mbuf_pool_test", "--no-huge", "-m", "256", "--no-pci", prefix,
-                                   "--log-level=warning", "--no-telemetry", "--vdev=net_null0", "-l", "0"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  ASSERT_GE(rte_eal_init(int(argv.size()), argv.data()), 0) << "rte_eal_init";
-  started = true;
-}
+void start_eal() { ASSERT_TRUE(agq::test::test_eal()) << "rte_eal_init"; }
 
 // L1 sets (64-byte lines, 64 sets: a 4 KiB way) the first header line of
 // `n` mbufs taken from `pool` map to.

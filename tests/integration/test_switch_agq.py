@@ -124,7 +124,11 @@ class Wire:
 
 
 @pytest.fixture
-def switch(tmp_path, procs):
+def switch(request, tmp_path, procs):
+    # request.param "copy": --copy-replicas (a buffer per replica); by
+    # default net_tap, which copies frames out at tx, gets replicas
+    # rewritten from the original member after member.
+    copy = getattr(request, "param", "reuse") == "copy"
     tag = uuid.uuid4().hex[:6]
     ifaces = [f"aqg{tag}{p}" for p in range(N_PORTS)]
     sock = tmp_path / "ctl.sock"
@@ -135,7 +139,7 @@ def switch(tmp_path, procs):
     vdevs = [f"net_tap{p},iface={ifaces[p]}" for p in range(N_PORTS)]
     sw = procs.start("switch", [binary("agq-switch"), *eal_args(unique_prefix("agqt"), "0", vdevs), "--",
                                 "--config", cfg, "--ctl-socket", sock,
-                                "--idle-sleep-us", "50"])
+                                "--idle-sleep-us", "50", *(["--copy-replicas"] if copy else [])])
     wait_for(lambda: sock.exists() or not sw.alive(), 30, what="control socket")
     assert sw.alive(), sw.output()
     for ifc in ifaces:  # no IPv6 chatter from the kernel into the switch
@@ -203,7 +207,8 @@ def check_results(got, seqs, ports=None):
             assert g == e, f"port {port} frame {i}:\n got {g.hex()}\n exp {e.hex()}"
 
 
-def test_results_on_every_worker_port_byte_for_byte(switch):
+@pytest.mark.parametrize("switch", ["reuse", "copy"], indirect=True)
+def test_results_on_every_worker_port_byte_for_byte(switch, request):
     sw, sock, wire = switch
     rng, model = random.Random(4), Model()
     # Job 1: slots 0 and 1 share row 0 (units 0-3 then best fit 4-5), slot 4
@@ -222,7 +227,14 @@ def test_results_on_every_worker_port_byte_for_byte(switch):
     c = counters(sock)
     assert c["agq_results"] - before["agq_results"] == len(seqs), c
     assert c["agq_absorbed"] - before["agq_absorbed"] == len(seqs), c
-    assert c["dp.copies"] - before["dp.copies"] == len(seqs), c  # one copy + the original per result
+    # Two workers per job: one replica beyond the original per result, a
+    # copy of its own or the original rewritten again once the port sent it.
+    reused, copies = c["dp.reused"] - before["dp.reused"], c["dp.copies"] - before["dp.copies"]
+    if request.node.callspec.params["switch"] == "copy":
+        assert (copies, reused) == (len(seqs), 0), c
+    else:
+        assert (copies, reused) == (0, len(seqs)), c
+    assert c["dp.reuse_held"] == 0, c
 
 
 def test_jobs_at_run_time(switch):

@@ -505,6 +505,22 @@ void run_trace(uint64_t seed, fast::Simd simd, unsigned n_packets, Stats& st, un
           ASSERT_EQ(a, std::vector<uint8_t>(out[r], out[r] + a.size())) << what << " group replica rid " << mm[r].rid;
           ++st.replicas;
         }
+        // Member after member on the RESULT itself, as the dataplane's
+        // replicate_in_place makes them: each egress_member() over the
+        // previous member's rewrite gives the model's egress() bytes, and
+        // a rid that is no worker of the job gets the original's.
+        std::vector<uint8_t> inplace = fast_result;
+        uint8_t* frame = inplace.data();
+        const uint16_t len = uint16_t(inplace.size());
+        std::vector<tna::Replica> order(mm.begin(), mm.end());
+        if (!order.empty()) std::rotate(order.begin(), order.begin() + long(i % order.size()), order.end());
+        order.insert(order.begin() + long(i % (order.size() + 1)), tna::Replica{0, 999});
+        for (size_t r = 0; r < order.size(); ++r) {
+          f.egress_member(&frame, &len, 1, order[r], r != 0);
+          auto a = model_bytes[i];
+          p.model.egress(a, order[r].port, order[r].rid);
+          ASSERT_EQ(a, inplace) << what << " in place, member " << r << " rid " << order[r].rid;
+        }
       }
     }
     st.packets += n;

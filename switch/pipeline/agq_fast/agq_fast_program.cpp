@@ -603,6 +603,73 @@ void AgqFastProgram::egress_groups(const ReplicaGroup* groups, unsigned count) {
   }
 }
 
+// One member's replicas from the frames themselves (the dataplane's
+// replicate_in_place): each frame's RESULT header found and its job looked
+// up once for all members (plan_), then per member the rewrite of
+// egress_groups on the frame in place -- the 64-byte blend and the
+// checksum from the plan's part for an untagged RESULT. A member that is
+// no worker of the job gets the frame's original fields back, as
+// egress_replicas would leave it (a plan made over another member's
+// rewrite, after the dataplane dropped a frame it could not copy, has
+// those fields as the original ones).
+void AgqFastProgram::egress_member(uint8_t* const* frames, const uint16_t* lens, unsigned n, const tna::Replica& r,
+                                   bool same_frames) {
+  if (!same_frames) {
+    uint32_t memo_id = 0x10000;
+    const JobEntry* memo = nullptr;
+    for (unsigned j = 0; j < n; ++j) {
+      MemberPlan& p = plan_[j];
+      const uint8_t* src = frames[j];
+      AgqFrame f;
+      p.job = nullptr;
+      if (!locate_agq(src, lens[j], f) || (src[f.agq + kVerType] & 0x0F) != uint8_t(AgqType::Result)) continue;
+      const uint16_t id = load_be16(src + f.agq + kJobId);
+      if (id != memo_id) {
+        memo_id = id;
+        memo = job_of(id);
+      }
+      p.job = memo;
+      p.l3 = f.l3;
+      p.sum = ipv4_sum_without(src + f.l3, kIpDst);
+      p.blend = f.l3 == 14 && lens[j] >= 64;
+      p.wid = src[f.agq + kWorkerId];
+      std::memcpy(p.mac, src, 6);
+      std::memcpy(p.ip, src + f.l3 + kIpDst, 4);
+      std::memcpy(p.csum, src + f.l3 + kIpChecksum, 2);
+    }
+  }
+  const uint16_t rid = r.rid;
+  for (unsigned j = 0; j < n; ++j) {
+    const MemberPlan& p = plan_[j];
+    const JobEntry* jb = p.job;
+    if (!jb) continue;  // floods and other traffic pass unchanged
+    uint8_t* d = frames[j];
+    uint8_t* ip = d + p.l3;
+    if (rid >= kMaxWorkers || !jb->worker[rid].hit) {
+      std::memcpy(d, p.mac, 6);
+      std::memcpy(ip + kIpDst, p.ip, 4);
+      std::memcpy(ip + kIpChecksum, p.csum, 2);
+      ip[kIpToAgq + kWorkerId] = p.wid;
+      continue;
+    }
+    const ReplicaPatch& rp = jb->patch[rid];
+    if (p.blend) {
+      // ReplicaPatch::kBytes: bytes 0-5, 30-33 and 46, each its own store
+      // here (the frame is rewritten in place, nothing to blend it with).
+      std::memcpy(d, rp.line, 6);
+      std::memcpy(d + 30, rp.line + 30, 4);
+      d[46] = rp.line[46];
+      proto::store_be16(d + 14 + kIpChecksum, ipv4_checksum_add(p.sum, rp.dst_sum));
+      continue;
+    }
+    const WorkerAction& w = jb->worker[rid];
+    set_dst_mac(d, w.mac);
+    proto::store_be16(ip + kIpChecksum, ipv4_checksum_add(p.sum, rp.dst_sum));
+    proto::store_be32(ip + kIpDst, w.ipv4);
+    ip[kIpToAgq + kWorkerId] = uint8_t(rid);
+  }
+}
+
 // docs/PROTOCOL.md §10: (job_id + (slot >> row_shift)) & 0xFFF for a DATA of
 // a known job with its lane profile; anything else has no shard state.
 uint32_t AgqFastProgram::shard_of(std::span<const uint8_t> bytes) const {

@@ -100,6 +100,12 @@ class AgqFastProgram final : public AgqSwitchProgram {
   void egress_replicas(const uint8_t* src, uint16_t len, const tna::Replica* reps, uint8_t* const* out,
                        unsigned n) override;
   void egress_groups(const ReplicaGroup* g, unsigned count) override;
+  // egress_worker_t rewrites whole the fields it owns (destination MAC and
+  // IPv4, worker_id) and the checksum by RFC 1624 from the fields it does
+  // not touch, so a rewrite over another worker's gives the same bytes.
+  bool egress_reapplies() const override { return true; }
+  void egress_member(uint8_t* const* frames, const uint16_t* lens, unsigned n, const tna::Replica& r,
+                     bool same_frames) override;
 
   void visit_counters(const tna::CounterVisitor& visit) const override;
   void clear_counters() override;
@@ -227,6 +233,22 @@ class AgqFastProgram final : public AgqSwitchProgram {
   // scratch, written by parse_view() before every read, so a burst does not
   // zero a 64-entry array on the stack (FrameView has member initialisers).
   FrameView views_[kChunk];
+  // egress_member()'s look at each frame, kept while the dataplane sends
+  // the same frames to the next member: its job (null: not a RESULT of a
+  // known job, sent unchanged), the checksum's part without the
+  // destination, where the fields are, and their original values (what a
+  // member that is no worker of the job gets, as from egress_replicas).
+  struct MemberPlan {
+    const JobEntry* job;
+    uint32_t sum;
+    uint16_t l3;
+    bool blend;  // untagged and >= 64 bytes: the 64-byte ReplicaPatch blend
+    uint8_t wid;
+    uint8_t mac[6];
+    uint8_t ip[4];
+    uint8_t csum[2];
+  };
+  std::array<MemberPlan, 256> plan_;
   ProgramCounters c_;
   // Register reads (View, control plane only): first row / first slot of a
   // job -> its index in jobs_.
