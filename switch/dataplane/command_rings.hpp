@@ -19,6 +19,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -41,8 +42,10 @@ class CommandRings final : public control::Executor {
   void run(const std::vector<unsigned>& instances, const std::function<void(unsigned)>& fn) override;
 
   // --- lcore side ---
-  // Runs every command waiting on lcore i's ring; returns how many ran.
-  unsigned serve(unsigned i);
+  // Runs every command waiting on lcore i's ring; returns how many ran and,
+  // when any did, adds the TSC cycles they took to *cycles (the lcore's
+  // pause for the control plane).
+  unsigned serve(unsigned i, uint64_t* cycles = nullptr);
   // Called by lcore i when it starts (true) and stops (false) polling; on
   // stop it runs what is still queued.
   void set_polling(unsigned i, bool on);

@@ -38,6 +38,7 @@ struct alignas(64) LcoreCounters {
   Counter bad_port_drops;  // unicast/multicast to a port that does not exist
   Counter idle_sleeps;     // sleeps of the idle back-off
   Counter commands;        // control-plane commands run between bursts
+  Counter command_cycles;  // TSC cycles they took: the lcore's pauses for the control plane
   Counter digest_drops;    // MAC digests lost to a full digest ring
   Counter memif_missing_rings;  // memif queues found without a client ring (then polled no more)
   Counter memif_missing_drops;  // what was read from such a queue before that (not the client's frames)
@@ -72,6 +73,7 @@ struct alignas(64) LcoreCounters {
     fn("bad_port_drops", bad_port_drops.get());
     fn("idle_sleeps", idle_sleeps.get());
     fn("commands", commands.get());
+    fn("command_cycles", command_cycles.get());
     fn("digest_drops", digest_drops.get());
     fn("memif_missing_rings", memif_missing_rings.get());
     fn("memif_missing_drops", memif_missing_drops.get());

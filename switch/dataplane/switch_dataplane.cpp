@@ -271,8 +271,13 @@ int SwitchDataplane::loop(Lcore& c) {
     // thread's ring indices once per burst.
     ++round;
     reader.quiescent();  // no burst call in progress: the port memory may go
-    if (!busy || (round % kCommandEvery) == 0)
-      if (unsigned k = commands_->serve(c.index)) c.counters.commands.add(k);
+    if (!busy || (round % kCommandEvery) == 0) {
+      uint64_t cycles = 0;
+      if (unsigned k = commands_->serve(c.index, &cycles)) {
+        c.counters.commands.add(k);
+        c.counters.command_cycles.add(cycles);
+      }
+    }
 
     uint64_t got = 0, now = 0;
     // One TSC read per round, one more per busy round (~0.5 cycles per

@@ -40,7 +40,23 @@ void store_mac(uint8_t* p, uint64_t k) {
 }  // namespace
 
 Forwarding::Forwarding(ForwardingConfig cfg)
-    : cfg_(cfg), ipv4_host_(cfg.route_capacity), dmac_(cfg.mac_capacity), arp_proxy_(cfg.arp_capacity) {}
+    : cfg_(cfg), ipv4_host_(cfg.route_capacity), dmac_(cfg.mac_capacity), arp_proxy_(cfg.arp_capacity) {
+  learned_keys_.reserve(cfg.mac_capacity);
+}
+
+void Forwarding::index_learned(uint64_t key) {
+  dmac_.find(key)->learned_at = uint32_t(learned_keys_.size());
+  learned_keys_.push_back(key);  // within the reserve: dmac_ holds at most mac_capacity entries
+}
+
+void Forwarding::unindex_learned(MacEntry& e) {
+  // Swap-remove: the last key takes e's place.
+  const uint32_t at = e.learned_at;
+  const uint64_t last = learned_keys_.back();
+  learned_keys_[at] = last;
+  dmac_.find(last)->learned_at = at;
+  learned_keys_.pop_back();
+}
 
 // --- control plane ---------------------------------------------------------
 
@@ -58,16 +74,23 @@ bool Forwarding::add_static_mac(const Mac& mac, tna::PortId port) {
   // Group addresses are flooded before dmac is looked up, so an entry for
   // one would never match; reject it rather than accept a dead entry.
   if (port == tna::kNoPort || is_group(k)) return false;
-  const MacEntry e{port, /*is_static=*/true, 0};
+  const MacEntry e{port, /*is_static=*/true, 0, 0};
   if (MacEntry* cur = dmac_.find(k)) {
     if (cur->is_static) return false;  // present, like add_route
+    unindex_learned(*cur);
     *cur = e;                          // the operator's word beats learning
     return true;
   }
   return dmac_.insert(k, e);
 }
 
-bool Forwarding::remove_mac(const Mac& mac) { return dmac_.erase(mac_key(mac)); }
+bool Forwarding::remove_mac(const Mac& mac) {
+  const uint64_t k = mac_key(mac);
+  MacEntry* e = dmac_.find(k);
+  if (!e) return false;
+  if (!e->is_static) unindex_learned(*e);
+  return dmac_.erase(k);
+}
 
 bool Forwarding::add_arp_proxy(uint32_t ip, const Mac& mac) {
   // A reply claiming a group address as a station's address is bogus
@@ -83,12 +106,13 @@ std::vector<uint64_t> Forwarding::idle_learned(uint64_t now_ns) const {
   std::vector<uint64_t> idle;
   if (cfg_.ageing_ns == 0) return idle;
   const uint64_t limit = cfg_.ageing_ns;
-  dmac_.for_each([&](uint64_t k, const MacEntry& e) {
+  for (uint64_t k : learned_keys_) {
+    const MacEntry& e = *dmac_.find(k);
     // last_seen comes from a NIC/lcore clock and `now` from the control
     // thread; if they disagree so that last_seen is in the future, the entry
     // is fresh, not 2^64 ns old.
-    if (!e.is_static && now_ns > e.last_seen_ns && now_ns - e.last_seen_ns > limit) idle.push_back(k);
-  });
+    if (now_ns > e.last_seen_ns && now_ns - e.last_seen_ns > limit) idle.push_back(k);
+  }
   std::sort(idle.begin(), idle.end());
   return idle;
 }
@@ -96,8 +120,10 @@ std::vector<uint64_t> Forwarding::idle_learned(uint64_t now_ns) const {
 std::size_t Forwarding::expire(std::span<const uint64_t> keys) {
   std::size_t n = 0;
   for (uint64_t k : keys) {
-    const MacEntry* e = dmac_.find(k);
-    if (e && !e->is_static) n += dmac_.erase(k);
+    MacEntry* e = dmac_.find(k);
+    if (!e || e->is_static) continue;
+    unindex_learned(*e);
+    n += dmac_.erase(k);
   }
   c_.aged += n;
   return n;
@@ -108,10 +134,11 @@ std::vector<std::pair<uint64_t, tna::PortId>> Forwarding::expire_idle(std::span<
   std::vector<std::pair<uint64_t, tna::PortId>> kept;
   std::size_t n = 0;
   for (uint64_t k : keys) {
-    const MacEntry* e = dmac_.find(k);
+    MacEntry* e = dmac_.find(k);
     if (!e || e->is_static) continue;
     // idle_learned()'s rule: an entry stamped at or after `now` is fresh.
     if (cfg_.ageing_ns != 0 && now_ns > e->last_seen_ns && now_ns - e->last_seen_ns > cfg_.ageing_ns) {
+      unindex_learned(*e);
       n += dmac_.erase(k);
     } else {
       kept.emplace_back(k, e->port);
@@ -123,7 +150,8 @@ std::vector<std::pair<uint64_t, tna::PortId>> Forwarding::expire_idle(std::span<
 
 bool Forwarding::restore_learned(uint64_t key, tna::PortId port, uint64_t now_ns) {
   if (is_group(key) || port == tna::kNoPort || dmac_.find(key)) return false;
-  if (!dmac_.insert(key, MacEntry{port, false, now_ns})) return false;
+  if (!dmac_.insert(key, MacEntry{port, false, 0, now_ns})) return false;
+  index_learned(key);
   if (c_.aged) --c_.aged;
   return true;
 }
@@ -168,7 +196,10 @@ void Forwarding::learn_slow(uint64_t src, tna::PortId port, uint64_t now_ns, Mac
   if (sink_) return push_digest(src, port, now_ns);
   // insert() refuses when the table is full: the station stays unknown and
   // its traffic is flooded, which is what a hardware switch does too.
-  if (dmac_.insert(src, MacEntry{port, false, now_ns})) ++c_.learned;
+  if (dmac_.insert(src, MacEntry{port, false, 0, now_ns})) {
+    index_learned(src);
+    ++c_.learned;
+  }
 }
 
 void Forwarding::push_digest(uint64_t src, tna::PortId port, uint64_t now_ns) {
@@ -197,12 +228,14 @@ Forwarding::DigestResult Forwarding::install_learned(uint64_t src, tna::PortId p
   if (MacEntry* cur = dmac_.find(src)) {
     if (cur->is_static) return DigestResult::Refused;
     const bool moved = cur->port != port;
-    *cur = MacEntry{port, false, now_ns};
+    cur->port = port;  // learned_at stays: the entry keeps its place
+    cur->last_seen_ns = now_ns;
     if (!moved) return DigestResult::Refreshed;
     ++c_.moved;
     return DigestResult::Moved;
   }
-  if (!dmac_.insert(src, MacEntry{port, false, now_ns})) return DigestResult::Refused;
+  if (!dmac_.insert(src, MacEntry{port, false, 0, now_ns})) return DigestResult::Refused;
+  index_learned(src);
   ++c_.learned;
   return DigestResult::Learned;
 }

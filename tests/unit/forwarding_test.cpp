@@ -5,6 +5,7 @@
 // counters.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -412,6 +413,67 @@ TEST(ForwardingAgeing, TimestampAheadOfNowIsFresh) {
   EXPECT_EQ(fwd.age_out(10), 0u);
   EXPECT_EQ(fwd.age_out(51000), 0u);
   EXPECT_EQ(fwd.age_out(51001), 1u);
+}
+
+// Ageing reads a dense index of the learned keys, not the table's slots.
+// Every way an entry is learned, refreshed, moved, made static, removed,
+// aged or put back, in a seeded random order over a small table (so it also
+// fills up and refuses): after each step idle_learned() at several instants
+// equals what a walk of the whole table finds.
+TEST(ForwardingAgeing, LearnedIndexAgreesWithAWalkOfTheTableThroughEveryChange) {
+  constexpr uint64_t kAge = 100;
+  Forwarding fwd(ForwardingConfig{.ageing_ns = kAge, .mac_capacity = 16});
+  auto walk = [&](uint64_t now) {
+    std::vector<uint64_t> want;
+    fwd.for_each_mac([&](const Mac& m, const Forwarding::MacEntry& e) {
+      if (!e.is_static && now > e.last_seen_ns && now - e.last_seen_ns > kAge) want.push_back(Forwarding::mac_key(m));
+    });
+    std::sort(want.begin(), want.end());
+    return want;
+  };
+  uint64_t rng = 0x2545F4914F6CDD1Dull;
+  auto below = [&](uint64_t n) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return rng % n;
+  };
+  uint64_t now = 1000;
+  std::size_t learned_max = 0, full = 0, aged = 0, restored = 0;
+  for (int step = 0; step < 20000; ++step) {
+    now += below(15);
+    const Mac m = station(uint8_t(1 + below(40)));  // more stations than the table holds
+    const PortId port = PortId(below(4));
+    switch (below(8)) {
+      case 0: case 1: send(fwd, kBroadcast, m, port, now); break;  // learn, refresh, move
+      case 2: {
+        tna::MacDigest d{{m[0], m[1], m[2], m[3], m[4], m[5]}, port};
+        fwd.apply_mac_digest(d, now);
+        break;
+      }
+      case 3: if (below(4) == 0) fwd.add_static_mac(m, port); break;  // replaces a learned entry
+      case 4: fwd.remove_mac(m); break;
+      case 5: aged += fwd.age_out(now); break;
+      case 6: {  // the multi-lcore ageing: idle keys from "every instance", some refreshed since
+        std::vector<uint64_t> keys = fwd.idle_learned(now);
+        if (below(2)) keys.push_back(Forwarding::mac_key(m));  // one that may be fresh or static
+        std::sort(keys.begin(), keys.end());
+        keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+        fwd.expire_idle(keys, now + below(3) * kAge);
+        break;
+      }
+      default: restored += fwd.restore_learned(Forwarding::mac_key(m), port, now); break;
+    }
+    std::size_t learned = 0, entries = 0;
+    fwd.for_each_mac([&](const Mac&, const Forwarding::MacEntry& e) { learned += !e.is_static, ++entries; });
+    learned_max = std::max(learned_max, learned);
+    full += entries == 16;
+    for (uint64_t t : {now, now + kAge, now + kAge + 1, now + 3 * kAge})
+      ASSERT_EQ(fwd.idle_learned(t), walk(t)) << "step " << step << " t " << t;
+  }
+  // The walk went through the interesting states, not just an empty table.
+  EXPECT_GE(learned_max, 12u);
+  EXPECT_GT(full, 100u);  // and refused stations
+  EXPECT_GT(aged, 100u);
+  EXPECT_GT(restored, 100u);
 }
 
 // --- L2 decisions -----------------------------------------------------------
