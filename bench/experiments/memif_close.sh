@@ -15,8 +15,8 @@
 # Env: A, B (build directories with switch/agq-switch, switch/agqctl,
 # bench/bench_gen; default ./build and ./build-pgo/use), XCORE (default
 # ./build/bench/bench_xcore), WORK (default /tmp/agq-close), SECS (the
-# generator's report length, default 2). bench/README.md, "Session
-# 2026-11-29 (XX)".
+# generator's report length, default 2), WARMUP (its warm-up, default 1).
+# bench/README.md, "Session 2026-11-29 (XX)".
 set -u
 [ "${1:-}" = -h ] || [ "${1:-}" = --help ] && { sed -n '2,19p' "$0"; exit 0; }
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -25,6 +25,7 @@ b=${B:-$root/build-pgo/use}
 xcore=${XCORE:-$root/build/bench/bench_xcore}
 work=${WORK:-/tmp/agq-close}
 secs=${SECS:-2}
+warmup=${WARMUP:-1}
 mkdir -p "$work"
 . "$root/bench/experiments/memif_setup.sh"  # $work/agq.toml, vdev()
 eal() { echo "--no-huge -m $1 --no-pci --file-prefix $2 --log-level=warning --no-telemetry"; }
@@ -33,7 +34,7 @@ gen() {  # BUILD [ARGS...]: bench_gen in the background, its output in $work/gen
   local build=$1; shift
   rm -f "$work/gen.log"
   "$build/bench/bench_gen" $(eal 512 clg$$) -l 1 "$(vdev 0 client)" "$(vdev 1 client)" -- --traffic agq --workers 4 \
-    --width 16 --window 256 --seconds "$secs" --warmup 1 --rate-mpps 0 --reuse "$@" > "$work/gen.log" 2>/dev/null &
+    --width 16 --window 256 --seconds "$secs" --warmup "$warmup" --rate-mpps 0 --reuse "$@" > "$work/gen.log" 2>/dev/null &
 }
 reported() { for _ in $(seq 300); do grep -qs tx_mpps "$work/gen.log" && return; sleep 0.05; done; }
 probe() { "$xcore" --rounds 2000 --batches 3 | awk '{printf "%.0f", $3}'; }
