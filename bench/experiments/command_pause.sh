@@ -8,8 +8,10 @@
 # (MAC ageing once a second, digests). Prints dp.commands and
 # dp.command_cycles (the TSC cycles the lcore spent running commands
 # between rounds) and their mean in microseconds (TSC_GHZ, default 2.1:
-# this VM class's TSC). bench/README.md,
-# "Session 2026-11-29 (XIX)".
+# this VM class's TSC). With CMD set (e.g. CMD="mac list"), agqctl also
+# sends that command CMD_COUNT times (default 20, 0.1 s apart) during the
+# traffic: the operator's reads, which run on the lcore too.
+# bench/README.md, "Session 2026-11-29 (XIX)" and "(XX)".
 set -u
 [ $# -ge 2 ] || { echo "usage: $0 SECS BUILD..." >&2; exit 2; }
 secs=$1; shift
@@ -27,7 +29,16 @@ for _ in $(seq "${ROUNDS:-3}"); do
     sw=$!
     for _ in $(seq 120); do [ -S "$work/m0.sock" ] && [ -S "$work/m1.sock" ] && break; sleep 0.25; done
     "$build/bench/bench_gen" $(eal 512 cpg$$) -l 1 "$(vdev 0 client)" "$(vdev 1 client)" -- --traffic agq \
-      --workers 4 --width 16 --window 256 --seconds "$secs" --warmup 1 --rate-mpps 0 --reuse > "$work/gen.log" 2>/dev/null
+      --workers 4 --width 16 --window 256 --seconds "$secs" --warmup 1 --rate-mpps 0 --reuse > "$work/gen.log" 2>/dev/null &
+    g=$!
+    if [ -n "${CMD:-}" ]; then
+      sleep 1.5  # past the generator's warm-up
+      for _ in $(seq "${CMD_COUNT:-20}"); do
+        "$build/switch/agqctl" --socket "$work/ctl.sock" $CMD > /dev/null
+        sleep 0.1
+      done
+    fi
+    wait $g
     c=$("$build/switch/agqctl" --socket "$work/ctl.sock" counters)
     kill -INT $sw; wait $sw
     rate=$(grep -o '"tx_mpps":[0-9.]*' "$work/gen.log" | cut -d: -f2)

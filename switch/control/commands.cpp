@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cinttypes>
 #include <cstdio>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -233,14 +234,14 @@ class Interpreter {
       const uint32_t ip = ip_arg(w[2], kUsageRoute);
       const tna::PortId port = port_arg(w[3], kUsageRoute);
       if (pipes_.all([&](pipeline::SwitchProgram& p) { return p.forwarding().add_route(ip, port); })) return "";
-      int existing = -1;
+      std::optional<tna::PortId> existing;
       std::size_t capacity = 0;
       pipes_.on(0, [&](pipeline::SwitchProgram& prog) {  // why it was refused
-        prog.forwarding().for_each_route([&](uint32_t k, tna::PortId p) { if (k == ip) existing = p; });
+        existing = prog.forwarding().find_route(ip);
         capacity = prog.forwarding().config().route_capacity;
       });
-      if (existing >= 0)
-        throw CommandError{"a route for " + w[2] + " exists (port " + std::to_string(existing) +
+      if (existing)
+        throw CommandError{"a route for " + w[2] + " exists (port " + std::to_string(*existing) +
                                "); 'route del " + w[2] + "' first", ""};
       throw CommandError{"route table full (" + std::to_string(capacity) + " entries)", ""};
     }
@@ -280,14 +281,14 @@ class Interpreter {
       if (m[0] & 1) throw CommandError{w[2] + " is a multicast address; static entries are unicast", ""};
       const tna::PortId port = port_arg(w[3], kUsageMac);
       if (pipes_.all([&](pipeline::SwitchProgram& p) { return p.forwarding().add_static_mac(m, port); })) return "";
-      int existing = -1;
+      std::optional<Entry> existing;
       std::size_t capacity = 0;
       pipes_.on(0, [&](pipeline::SwitchProgram& prog) {  // why it was refused
-        prog.forwarding().for_each_mac([&](const proto::Mac& k, const Entry& e) { if (k == m) existing = e.port; });
+        existing = prog.forwarding().find_mac(m);
         capacity = prog.forwarding().config().mac_capacity;
       });
-      if (existing >= 0)
-        throw CommandError{"a static entry for " + w[2] + " exists (port " + std::to_string(existing) +
+      if (existing)
+        throw CommandError{"a static entry for " + w[2] + " exists (port " + std::to_string(existing->port) +
                                "); 'mac del " + w[2] + "' first", ""};
       throw CommandError{"MAC table full (" + std::to_string(capacity) + " entries)", ""};
     }
@@ -321,16 +322,15 @@ class Interpreter {
       const proto::Mac m = mac_arg(w[3], kUsageArp);
       if (m[0] & 1) throw CommandError{w[3] + " is a multicast address; ARP answers need a unicast MAC", ""};
       if (pipes_.all([&](pipeline::SwitchProgram& p) { return p.forwarding().add_arp_proxy(ip, m); })) return "";
-      std::string existing;
+      std::optional<proto::Mac> existing;
       std::size_t capacity = 0;
       pipes_.on(0, [&](pipeline::SwitchProgram& prog) {  // why it was refused
-        prog.forwarding().for_each_arp_proxy([&](uint32_t k, const proto::Mac& v) {
-          if (k == ip) existing = proto::mac_to_string(v);
-        });
+        existing = prog.forwarding().find_arp_proxy(ip);
         capacity = prog.forwarding().config().arp_capacity;
       });
-      if (!existing.empty())
-        throw CommandError{"an ARP proxy entry for " + w[2] + " exists (" + existing + "); 'arp del " + w[2] +
+      if (existing)
+        throw CommandError{"an ARP proxy entry for " + w[2] + " exists (" + proto::mac_to_string(*existing) +
+                               "); 'arp del " + w[2] +
                                "' first", ""};
       throw CommandError{"ARP proxy table full (" + std::to_string(capacity) + " entries)", ""};
     }

@@ -6,6 +6,14 @@
 // following cluster back (no tombstones), so lookups never degrade with
 // churn. Nothing allocates after construction.
 //
+// Beside the slots, a dense list of the present keys (keys_, each slot
+// holding its key's place in at_): for_each, remove_if and clear visit the
+// entries, not the slots. The slots are sized for lookups (the MAC table's
+// 131072 slots are 3 MB at the default capacity); the control plane's reads
+// (`mac list`, ageing) run on the owning lcore, which polls nothing
+// meanwhile, so they must cost what the table holds, not what it could.
+// Lookups never touch keys_ or at_.
+//
 // Not thread-safe: one instance per program instance, one thread each (the
 // shared-nothing lcores); the control plane's changes are applied by the
 // owning lcore between bursts.
@@ -28,6 +36,8 @@ class FlatTable {
     mask_ = slots - 1;
     shift_ = 64 - __builtin_ctzll(slots);
     slots_.assign(slots, Slot{});
+    at_.assign(slots, 0);
+    keys_.reserve(capacity);
   }
 
   std::size_t size() const { return size_; }
@@ -61,6 +71,8 @@ class FlatTable {
     for (; slots_[i].key != kEmpty; i = (i + 1) & mask_)
       if (slots_[i].key == key) return false;
     slots_[i] = Slot{key, v};
+    at_[i] = uint32_t(keys_.size());
+    keys_.push_back(key);  // within the reserve: at most capacity_ entries
     ++size_;
     ++generation_;
     return true;
@@ -72,6 +84,15 @@ class FlatTable {
       if (slots_[i].key == key) break;
       if (slots_[i].key == kEmpty) return false;
     }
+    // Swap-remove from keys_: the last key takes this one's place (its slot
+    // found before the shift below, which carries at_ along with the slot).
+    const uint32_t at = at_[i];
+    const uint64_t last = keys_.back();
+    keys_.pop_back();
+    if (last != key) {
+      keys_[at] = last;
+      at_[slot_of(last)] = at;
+    }
     // Backward-shift deletion: move every later member of the cluster that
     // may live at i (its home is not in (i, j]) into the hole.
     for (std::size_t j = (i + 1) & mask_;; j = (j + 1) & mask_) {
@@ -80,6 +101,7 @@ class FlatTable {
       const bool stays = i <= j ? (i < h && h <= j) : (i < h || h <= j);
       if (stays) continue;
       slots_[i] = slots_[j];
+      at_[i] = at_[j];
       i = j;
     }
     slots_[i] = Slot{};
@@ -88,30 +110,43 @@ class FlatTable {
     return true;
   }
 
+  // O(entries): each entry's slot is emptied without a lookup (slot_of
+  // before any slot changes, since emptying one cuts the probe chains).
   void clear() {
-    slots_.assign(slots_.size(), Slot{});
+    for (uint64_t& k : keys_) k = slot_of(k);
+    for (uint64_t i : keys_) slots_[i] = Slot{};
+    keys_.clear();
     size_ = 0;
     ++generation_;
   }
 
+  // Every entry, in no particular order (the order of insertion, shuffled
+  // by removals). fn must not insert or erase.
   template <typename Fn>
   void for_each(Fn&& fn) const {
-    for (const Slot& s : slots_)
-      if (s.key != kEmpty) fn(s.key, s.value);
+    for (uint64_t k : keys_) fn(k, slots_[slot_of(k)].value);
   }
 
   // Removes the entries for which pred(key, value) holds; returns how many.
-  // Control plane only (collects the keys first: erasing shifts slots).
+  // Control plane only (collects the keys first: erasing reorders keys_).
   template <typename Pred>
   std::size_t remove_if(Pred&& pred) {
     std::vector<uint64_t> doomed;
-    for (const Slot& s : slots_)
-      if (s.key != kEmpty && pred(s.key, s.value)) doomed.push_back(s.key);
+    for_each([&](uint64_t k, const Value& v) {
+      if (pred(k, v)) doomed.push_back(k);
+    });
     for (uint64_t k : doomed) erase(k);
     return doomed.size();
   }
 
  private:
+  // The slot of a present key.
+  std::size_t slot_of(uint64_t key) const {
+    std::size_t i = home(key);
+    while (slots_[i].key != key) i = (i + 1) & mask_;
+    return i;
+  }
+
   struct Slot {
     uint64_t key = kEmpty;
     Value value{};
@@ -122,6 +157,8 @@ class FlatTable {
   std::size_t size_ = 0;
   uint64_t generation_ = 0;
   std::vector<Slot> slots_;
+  std::vector<uint32_t> at_;     // per slot: its key's place in keys_ (meaningless when empty)
+  std::vector<uint64_t> keys_;   // the present keys, dense
 };
 
 }  // namespace agq::pipeline

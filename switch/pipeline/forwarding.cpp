@@ -40,23 +40,7 @@ void store_mac(uint8_t* p, uint64_t k) {
 }  // namespace
 
 Forwarding::Forwarding(ForwardingConfig cfg)
-    : cfg_(cfg), ipv4_host_(cfg.route_capacity), dmac_(cfg.mac_capacity), arp_proxy_(cfg.arp_capacity) {
-  learned_keys_.reserve(cfg.mac_capacity);
-}
-
-void Forwarding::index_learned(uint64_t key) {
-  dmac_.find(key)->learned_at = uint32_t(learned_keys_.size());
-  learned_keys_.push_back(key);  // within the reserve: dmac_ holds at most mac_capacity entries
-}
-
-void Forwarding::unindex_learned(MacEntry& e) {
-  // Swap-remove: the last key takes e's place.
-  const uint32_t at = e.learned_at;
-  const uint64_t last = learned_keys_.back();
-  learned_keys_[at] = last;
-  dmac_.find(last)->learned_at = at;
-  learned_keys_.pop_back();
-}
+    : cfg_(cfg), ipv4_host_(cfg.route_capacity), dmac_(cfg.mac_capacity), arp_proxy_(cfg.arp_capacity) {}
 
 // --- control plane ---------------------------------------------------------
 
@@ -74,23 +58,16 @@ bool Forwarding::add_static_mac(const Mac& mac, tna::PortId port) {
   // Group addresses are flooded before dmac is looked up, so an entry for
   // one would never match; reject it rather than accept a dead entry.
   if (port == tna::kNoPort || is_group(k)) return false;
-  const MacEntry e{port, /*is_static=*/true, 0, 0};
+  const MacEntry e{port, /*is_static=*/true, 0};
   if (MacEntry* cur = dmac_.find(k)) {
     if (cur->is_static) return false;  // present, like add_route
-    unindex_learned(*cur);
     *cur = e;                          // the operator's word beats learning
     return true;
   }
   return dmac_.insert(k, e);
 }
 
-bool Forwarding::remove_mac(const Mac& mac) {
-  const uint64_t k = mac_key(mac);
-  MacEntry* e = dmac_.find(k);
-  if (!e) return false;
-  if (!e->is_static) unindex_learned(*e);
-  return dmac_.erase(k);
-}
+bool Forwarding::remove_mac(const Mac& mac) { return dmac_.erase(mac_key(mac)); }
 
 bool Forwarding::add_arp_proxy(uint32_t ip, const Mac& mac) {
   // A reply claiming a group address as a station's address is bogus
@@ -106,13 +83,16 @@ std::vector<uint64_t> Forwarding::idle_learned(uint64_t now_ns) const {
   std::vector<uint64_t> idle;
   if (cfg_.ageing_ns == 0) return idle;
   const uint64_t limit = cfg_.ageing_ns;
-  for (uint64_t k : learned_keys_) {
-    const MacEntry& e = *dmac_.find(k);
+  // O(entries) through dmac_'s key list: this runs on the lcore (the
+  // ageing command, once a second). Walking the slots instead (131072, 3 MB
+  // at the default capacity) stalled a memif lcore 1-16 ms each time.
+  dmac_.for_each([&](uint64_t k, const MacEntry& e) {
+    if (e.is_static) return;
     // last_seen comes from a NIC/lcore clock and `now` from the control
     // thread; if they disagree so that last_seen is in the future, the entry
     // is fresh, not 2^64 ns old.
     if (now_ns > e.last_seen_ns && now_ns - e.last_seen_ns > limit) idle.push_back(k);
-  }
+  });
   std::sort(idle.begin(), idle.end());
   return idle;
 }
@@ -122,7 +102,6 @@ std::size_t Forwarding::expire(std::span<const uint64_t> keys) {
   for (uint64_t k : keys) {
     MacEntry* e = dmac_.find(k);
     if (!e || e->is_static) continue;
-    unindex_learned(*e);
     n += dmac_.erase(k);
   }
   c_.aged += n;
@@ -138,7 +117,6 @@ std::vector<std::pair<uint64_t, tna::PortId>> Forwarding::expire_idle(std::span<
     if (!e || e->is_static) continue;
     // idle_learned()'s rule: an entry stamped at or after `now` is fresh.
     if (cfg_.ageing_ns != 0 && now_ns > e->last_seen_ns && now_ns - e->last_seen_ns > cfg_.ageing_ns) {
-      unindex_learned(*e);
       n += dmac_.erase(k);
     } else {
       kept.emplace_back(k, e->port);
@@ -150,8 +128,7 @@ std::vector<std::pair<uint64_t, tna::PortId>> Forwarding::expire_idle(std::span<
 
 bool Forwarding::restore_learned(uint64_t key, tna::PortId port, uint64_t now_ns) {
   if (is_group(key) || port == tna::kNoPort || dmac_.find(key)) return false;
-  if (!dmac_.insert(key, MacEntry{port, false, 0, now_ns})) return false;
-  index_learned(key);
+  if (!dmac_.insert(key, MacEntry{port, false, now_ns})) return false;
   if (c_.aged) --c_.aged;
   return true;
 }
@@ -196,8 +173,7 @@ void Forwarding::learn_slow(uint64_t src, tna::PortId port, uint64_t now_ns, Mac
   if (sink_) return push_digest(src, port, now_ns);
   // insert() refuses when the table is full: the station stays unknown and
   // its traffic is flooded, which is what a hardware switch does too.
-  if (dmac_.insert(src, MacEntry{port, false, 0, now_ns})) {
-    index_learned(src);
+  if (dmac_.insert(src, MacEntry{port, false, now_ns})) {
     ++c_.learned;
   }
 }
@@ -228,14 +204,13 @@ Forwarding::DigestResult Forwarding::install_learned(uint64_t src, tna::PortId p
   if (MacEntry* cur = dmac_.find(src)) {
     if (cur->is_static) return DigestResult::Refused;
     const bool moved = cur->port != port;
-    cur->port = port;  // learned_at stays: the entry keeps its place
+    cur->port = port;
     cur->last_seen_ns = now_ns;
     if (!moved) return DigestResult::Refreshed;
     ++c_.moved;
     return DigestResult::Moved;
   }
-  if (!dmac_.insert(src, MacEntry{port, false, 0, now_ns})) return DigestResult::Refused;
-  index_learned(src);
+  if (!dmac_.insert(src, MacEntry{port, false, now_ns})) return DigestResult::Refused;
   ++c_.learned;
   return DigestResult::Learned;
 }

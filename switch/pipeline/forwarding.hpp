@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -62,9 +63,6 @@ class Forwarding {
   struct MacEntry {
     tna::PortId port = tna::kNoPort;
     bool is_static = false;
-    // A learned entry's place in learned_keys_ (in the padding: the slot
-    // stays 24 bytes). Not meaningful for a static entry.
-    uint32_t learned_at = 0;
     uint64_t last_seen_ns = 0;
   };
 
@@ -130,6 +128,9 @@ class Forwarding {
   static bool is_table_counter(std::string_view name);
   const ForwardingConfig& config() const { return cfg_; }
 
+  // The control plane's reads. They run on the owning lcore, which polls
+  // nothing meanwhile: each costs what the table holds (FlatTable's key
+  // list), never a walk of its slots.
   template <typename Fn> void for_each_route(Fn&& fn) const {
     ipv4_host_.for_each([&](uint64_t k, const tna::PortId& p) { fn(uint32_t(k), p); });
   }
@@ -138,6 +139,18 @@ class Forwarding {
   }
   template <typename Fn> void for_each_arp_proxy(Fn&& fn) const {
     arp_proxy_.for_each([&](uint64_t k, const uint64_t& m) { fn(uint32_t(k), mac_of(m)); });
+  }
+  std::optional<tna::PortId> find_route(uint32_t ipv4_dst) const {
+    const tna::PortId* p = ipv4_host_.find(ipv4_dst);
+    return p ? std::optional(*p) : std::nullopt;
+  }
+  std::optional<MacEntry> find_mac(const proto::Mac& mac) const {
+    const MacEntry* e = dmac_.find(mac_key(mac));
+    return e ? std::optional(*e) : std::nullopt;
+  }
+  std::optional<proto::Mac> find_arp_proxy(uint32_t ip) const {
+    const uint64_t* m = arp_proxy_.find(ip);
+    return m ? std::optional(mac_of(*m)) : std::nullopt;
   }
 
   // --- data plane ---
@@ -338,15 +351,6 @@ class Forwarding {
   ForwardingConfig cfg_;
   FlatTable<tna::PortId> ipv4_host_;  // key: IPv4 destination
   FlatTable<MacEntry> dmac_;           // key: MAC
-  // The learned entries' keys, dense and in no order (each entry knows its
-  // place, MacEntry::learned_at): ageing reads these instead of walking
-  // dmac_'s slots. The walk ran on the lcore (the ageing command), once a
-  // second, over 131072 slots (3 MB at the default capacity) however few
-  // stations there were: perf saw the memif lcore stalled 1-16 ms each
-  // time. Reserved to mac_capacity, so learning never allocates.
-  std::vector<uint64_t> learned_keys_;
-  void index_learned(uint64_t key);     // key was just inserted as learned
-  void unindex_learned(MacEntry& e);    // e (learned) is about to be erased or made static
   FlatTable<uint64_t> arp_proxy_;      // key: IPv4 target -> MAC key
   Counters c_;
 };

@@ -409,10 +409,34 @@ TEST(FlatTable, ChurnAgainstStdMap) {
       }
     }
     ASSERT_EQ(t.size(), m.size());
+    // for_each reads the key list, not the slots: after every change it
+    // must visit exactly the present entries, each once, with its value
+    // (a key list out of step with a backward shift or a swap-remove shows
+    // up here, or as an out-of-range slot under ASan).
+    if (i % 7 == 0) {
+      std::map<uint64_t, uint32_t> seen;
+      std::size_t visits = 0;
+      t.for_each([&](uint64_t k, uint32_t v) { seen[k] = v, ++visits; });
+      ASSERT_EQ(visits, m.size()) << "step " << i;
+      ASSERT_EQ(seen, m) << "step " << i;
+    }
   }
   std::map<uint64_t, uint32_t> seen;
   t.for_each([&](uint64_t k, uint32_t v) { seen[k] = v; });
   EXPECT_EQ(seen, m);
   EXPECT_EQ(t.remove_if([](uint64_t k, uint32_t) { return k % 2 == 0; }),
             std::size_t(std::count_if(m.begin(), m.end(), [](auto& e) { return e.first % 2 == 0; })));
+  std::erase_if(m, [](auto& e) { return e.first % 2 == 0; });
+  seen.clear();
+  t.for_each([&](uint64_t k, uint32_t v) { seen[k] = v; });
+  EXPECT_EQ(seen, m);
+  for (const auto& [k, v] : m) EXPECT_NE(t.find(k), nullptr);
+  t.clear();
+  EXPECT_EQ(t.size(), 0u);
+  t.for_each([&](uint64_t, uint32_t) { ADD_FAILURE() << "an entry after clear()"; });
+  for (uint64_t k = 0; k < 300; ++k) EXPECT_EQ(t.find(k), nullptr) << k;
+  // Full again after clear(): every slot clear() emptied is usable.
+  for (uint64_t k = 0; k < 100; ++k) ASSERT_TRUE(t.insert(k * 7, uint32_t(k)));
+  EXPECT_FALSE(t.insert(999, 0));
+  for (uint64_t k = 0; k < 100; ++k) ASSERT_EQ(*t.find(k * 7), uint32_t(k));
 }

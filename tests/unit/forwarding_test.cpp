@@ -420,15 +420,26 @@ TEST(ForwardingAgeing, TimestampAheadOfNowIsFresh) {
 // aged or put back, in a seeded random order over a small table (so it also
 // fills up and refuses): after each step idle_learned() at several instants
 // equals what a walk of the whole table finds.
-TEST(ForwardingAgeing, LearnedIndexAgreesWithAWalkOfTheTableThroughEveryChange) {
+// idle_learned (and for_each_mac) read dmac's key list, kept beside the
+// slots through every change; the expectation here is built from point
+// lookups of every station instead, which read only the slots.
+TEST(ForwardingAgeing, IdleLearnedAgreesWithLookupsOfEveryStationThroughEveryChange) {
   constexpr uint64_t kAge = 100;
   Forwarding fwd(ForwardingConfig{.ageing_ns = kAge, .mac_capacity = 16});
   auto walk = [&](uint64_t now) {
     std::vector<uint64_t> want;
-    fwd.for_each_mac([&](const Mac& m, const Forwarding::MacEntry& e) {
-      if (!e.is_static && now > e.last_seen_ns && now - e.last_seen_ns > kAge) want.push_back(Forwarding::mac_key(m));
-    });
+    for (unsigned n = 1; n <= 40; ++n) {
+      const auto e = fwd.find_mac(station(uint8_t(n)));
+      if (e && !e->is_static && now > e->last_seen_ns && now - e->last_seen_ns > kAge)
+        want.push_back(Forwarding::mac_key(station(uint8_t(n))));
+    }
     std::sort(want.begin(), want.end());
+    return want;
+  };
+  auto lookups = [&] {
+    std::map<Mac, Forwarding::MacEntry> want;
+    for (unsigned n = 1; n <= 40; ++n)
+      if (const auto e = fwd.find_mac(station(uint8_t(n)))) want[station(uint8_t(n))] = *e;
     return want;
   };
   uint64_t rng = 0x2545F4914F6CDD1Dull;
@@ -463,7 +474,20 @@ TEST(ForwardingAgeing, LearnedIndexAgreesWithAWalkOfTheTableThroughEveryChange) 
       default: restored += fwd.restore_learned(Forwarding::mac_key(m), port, now); break;
     }
     std::size_t learned = 0, entries = 0;
-    fwd.for_each_mac([&](const Mac&, const Forwarding::MacEntry& e) { learned += !e.is_static, ++entries; });
+    std::map<Mac, Forwarding::MacEntry> listed;
+    fwd.for_each_mac([&](const Mac& k, const Forwarding::MacEntry& e) {
+      learned += !e.is_static, ++entries;
+      listed[k] = e;
+    });
+    const auto want = lookups();
+    ASSERT_EQ(entries, want.size()) << "step " << step;  // each entry listed once
+    ASSERT_EQ(listed.size(), want.size()) << "step " << step;
+    for (const auto& [k, e] : want) {
+      ASSERT_TRUE(listed.count(k)) << "step " << step;
+      ASSERT_EQ(listed[k].port, e.port);
+      ASSERT_EQ(listed[k].is_static, e.is_static);
+      ASSERT_EQ(listed[k].last_seen_ns, e.last_seen_ns);
+    }
     learned_max = std::max(learned_max, learned);
     full += entries == 16;
     for (uint64_t t : {now, now + kAge, now + kAge + 1, now + 3 * kAge})
