@@ -277,7 +277,8 @@ struct AllreduceEngine::Impl {
     be16(h + 6, uint16_t(s));
     be32(h + 8, uint32_t(sl.g));
     h[12] = uint8_t(sl.p.width);
-    h[13] = h[14] = h[15] = 0;
+    h[13] = uint8_t(sl.p.width);  // min_width (PROTOCOL.md §1): the budget's width, no narrower grant
+    h[14] = h[15] = 0;
     h[16] = uint8_t(int8_t(sl.p.exponent));
     h[17] = uint8_t(lanes);
     be16(h + 18, e.stats_.epoch);
