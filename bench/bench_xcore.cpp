@@ -1,7 +1,7 @@
 // bench_xcore: the one-way latency of a cache line between two CPUs, by
 // ping-pong. On this VM class the host moves the two vCPUs between placements
 // where a line crosses in ~30 ns and ones where it takes ~160 ns
-// (../shared/reference/dpdk-on-this-machine.md, caveat 2); every cross-core
+// (bench/README.md, "Caveats"); every cross-core
 // rate (2-lcore replays, above all the software hand-off) follows that state,
 // so bench/run.py measures it beside each 2-lcore rep and prints it with the
 // rates. A number, never a pass/fail.

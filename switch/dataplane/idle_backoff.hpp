@@ -1,7 +1,7 @@
 // Idle back-off for a polling lcore: busy-poll while traffic flows; after
 // `polls_before_sleep` consecutive empty poll rounds, sleep 1 us, 2 us, 4 us,
 // ... up to `max_sleep_us`; the first packet resets it. It lets a 2-core CI
-// machine run a switch and several workers at once (DESIGN.md). max 0 =
+// machine run a switch and several workers at once. max 0 =
 // pure busy poll.
 #pragma once
 
