@@ -1,0 +1,342 @@
+"""torch.distributed backend "agq": float32 SUM all_reduce through an
+agq-switch, everything else through an internal Gloo group.
+
+    import agq_torch                      # registers the backend
+    dist.init_process_group("agq", init_method=..., rank=..., world_size=...)
+    model = DDP(model)                    # no hook: buckets go through the switch
+
+Configured by environment variables (ENV below; README "Train with it"):
+AGQ_SWITCH_CTL, AGQ_JOB and AGQ_VDEV are required, the rest are tuning.
+
+What goes where. all_reduce of a CPU tensor with op SUM and dtype float32
+is one AgqClient operation (in place; a non-contiguous tensor through a
+contiguous copy); float16 and bfloat16 are summed as float32 copies and
+rounded back. Every other collective, dtype, op or device goes to a
+ProcessGroupGloo built over the same store under the prefix "agq_gloo", as
+do all collectives of a group whose size is not the job's worker count (a
+sub-group: one process has one switch port). The switch's Work is a
+C++ Work wrapping the client's torch Future (_create_work_from_future), so
+DDP's reducer, which calls allreduce(...)->getFuture(), gets it directly.
+
+Tensor keys. The switch's widths and exponents for a tensor come from the
+previous operation of the same key (and error feedback keeps its residual
+per key), so every rank must give the same tensor the same key. A process
+group sees no bucket index, only the order of calls, which collectives make
+identical in every rank. An all_reduce during a backward pass (DDP's
+buckets) is keyed by (size, how many of that size came before it in this
+backward); the count restarts when the backward ends (a final autograd
+callback). An all_reduce outside backward is keyed by its size alone.
+Sizes alone would merge DDP buckets of equal size; the count keeps them
+apart."""
+import datetime
+import inspect
+import os
+import threading
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch._C._distributed_c10d import (AllreduceOptions, PrefixStore, ProcessGroup, ProcessGroupGloo, ReduceOp,
+                                        _create_work_from_future)
+
+from .client import AgqClient
+from .switch_job import JobError, job_from_switch, reset_job
+
+BACKEND = "agq"
+_CONVERTED = (torch.float16, torch.bfloat16)
+
+
+class ConfigError(ValueError):
+    """A missing or malformed AGQ_* environment variable (named in the message)."""
+
+
+@dataclass(frozen=True)
+class Knob:
+    env: str
+    kwarg: str        # AgqClient keyword (or "" for the backend's own)
+    kind: type
+    default: object
+    doc: str
+
+
+# The environment the backend reads. Required ones have default None.
+ENV = [
+    Knob("AGQ_SWITCH_CTL", "", str, None, "the switch's control endpoint (today the path of its local control "
+         "socket, agq-switch --ctl-socket); the job is read from it (agqctl job get)"),
+    Knob("AGQ_JOB", "", int, None, "the job id (a [[job]] of the switch's config, or added with agqctl job add)"),
+    Knob("AGQ_VDEV", "", str, None, "the DPDK --vdev of this rank's port towards the switch; {rank} and "
+         "{local_rank} are replaced (e.g. net_memif0,role=client,id=0,socket=/run/agq/w{rank}.sock,"
+         "socket-abstract=no)"),
+    Knob("AGQ_RESET_JOB", "", int, 1, "1: rank 0 zeroes the job's slots on the switch (agqctl job reset) before "
+         "any rank opens its port, so a job started again on a running switch starts clean; 0: leave them"),
+    Knob("AGQ_MIN_ELEMENTS", "", int, 0, "float all_reduces of fewer elements go to Gloo (exact) instead"),
+    Knob("AGQ_OPEN_TIMEOUT", "", float, 30.0, "seconds every rank waits for all ranks to open their ports; a "
+         "rank that failed is named"),
+    Knob("AGQ_FILE_PREFIX", "file_prefix", str, "", "EAL --file-prefix of the rank's DPDK (default "
+         "agqpg<job>r<rank>p<pid>)"),
+    Knob("AGQ_MEM_MB", "mem_mb", int, 128, "EAL memory (--no-huge -m), MB"),
+    Knob("AGQ_CONNECT_TIMEOUT", "connect_timeout", float, 5.0, "seconds to connect the port and see its link up"),
+    Knob("AGQ_REPLY_TIMEOUT", "reply_timeout", float, 5.0, "seconds without any RESULT before an operation fails"),
+    Knob("AGQ_ERROR_BUDGET", "error_budget", float, 1e-4, "quantization step allowed, relative to the tensor's "
+         "largest value (PROTOCOL.md section 5)"),
+    Knob("AGQ_INIT_WIDTH", "init_width", int, 32, "width a key's first operation asks for"),
+    Knob("AGQ_MARGIN", "margin", float, 4.0, "headroom over the previous aggregate's chunk maximum"),
+    Knob("AGQ_MAX_RETRIES", "max_retries", int, 25, "retransmissions of a slot before the operation fails"),
+    Knob("AGQ_IDLE_SLEEP_US", "idle_sleep_us", int, 200, "poll thread back-off cap, microseconds"),
+    Knob("AGQ_ERROR_FEEDBACK", "error_feedback", int, None, "1/0: error feedback on/off (PROTOCOL.md section 5); "
+         "unset: the client's default (where the client has the option)"),
+]
+
+
+def _parse(knob, env):
+    raw = env.get(knob.env)
+    if raw is None or raw == "":
+        return knob.default
+    try:
+        if knob.kind is int:
+            return int(raw, 0)
+        return knob.kind(raw)
+    except ValueError:
+        raise ConfigError(f"agq backend: {knob.env}={raw!r} is not a{'n' if knob.kind is int else ''} "
+                          f"{knob.kind.__name__} ({knob.doc})") from None
+
+
+def config_from_env(rank, env=None):
+    """The backend's settings for `rank` from `env` (default os.environ):
+    (ctl, job_id, vdev, own settings, AgqClient keywords). Raises ConfigError
+    naming the variable that is missing or malformed."""
+    env = os.environ if env is None else env
+    vals = {k.env: _parse(k, env) for k in ENV}
+    for k in ENV[:3]:
+        if vals[k.env] is None:
+            raise ConfigError(f"agq backend: {k.env} is not set: {k.doc}")
+    ctl, job_id = vals["AGQ_SWITCH_CTL"], vals["AGQ_JOB"]
+    if not 0 < job_id < 65536:
+        raise ConfigError(f"agq backend: AGQ_JOB={job_id} is not a job id (1..65535)")
+    local_rank = env.get("LOCAL_RANK", str(rank))
+    try:
+        vdev = vals["AGQ_VDEV"].format(rank=rank, local_rank=int(local_rank))
+    except (KeyError, IndexError, ValueError) as e:
+        raise ConfigError(f"agq backend: AGQ_VDEV={vals['AGQ_VDEV']!r}: only {{rank}} and {{local_rank}} may be "
+                          f"replaced ({type(e).__name__}: {e})") from None
+    if "net_" not in vdev:
+        raise ConfigError(f"agq backend: AGQ_VDEV={vdev!r} is not a DPDK virtual device (net_memif0,..., "
+                          f"net_af_packet0,...)")
+    own = {k.env: vals[k.env] for k in ENV if not k.kwarg}
+    kwargs = {k.kwarg: vals[k.env] for k in ENV if k.kwarg and vals[k.env] is not None}
+    if "error_feedback" in kwargs:
+        kwargs["error_feedback"] = bool(kwargs["error_feedback"])
+    return ctl, job_id, vdev, own, kwargs
+
+
+def _client_accepts(name):
+    try:
+        return name in inspect.signature(AgqClient.__init__).parameters or \
+            any(p.kind == p.VAR_KEYWORD for p in inspect.signature(AgqClient.__init__).parameters.values())
+    except (TypeError, ValueError):
+        return True
+
+
+# One switch port per process (one DPDK EAL): a group created again with the
+# same job and port (destroy_process_group, init_process_group) reuses it.
+_CLIENTS = {}
+
+
+class _Keys:
+    """Tensor keys identical in every rank (module docstring)."""
+
+    def __init__(self):
+        self._ids = {}
+        self._in_backward = {}
+        self._armed = False
+        self._lock = threading.Lock()
+
+    def _backward_ended(self):
+        with self._lock:
+            self._in_backward.clear()
+            self._armed = False
+
+    def key(self, numel):
+        with self._lock:
+            if not self._armed:
+                try:  # only possible inside a backward pass: its end restarts the counts
+                    torch.autograd.Variable._execution_engine.queue_callback(self._backward_ended)
+                    self._armed = True
+                except RuntimeError:
+                    pass
+            if self._armed:
+                k = self._in_backward.get(numel, 0)
+                self._in_backward[numel] = k + 1
+                name = ("backward", numel, k)
+            else:
+                name = ("plain", numel)
+            tag = self._ids.get(name)
+            if tag is None:
+                tag = self._ids[name] = len(self._ids) + 1
+            return tag
+
+
+def _as_list(tensors):
+    return [tensors] if isinstance(tensors, torch.Tensor) else tensors
+
+
+class ProcessGroupAgq(ProcessGroup):
+    """The "agq" process group (module docstring). `switch_ops` counts the
+    all_reduces that went through the switch, `gloo_ops` the collectives
+    that went to Gloo."""
+
+    def __init__(self, store, rank, size, timeout, env=None):
+        super().__init__(rank, size)
+        ctl, job_id, vdev, own, kwargs = config_from_env(rank, env)
+        self.ctl, self.job_id, self.vdev = ctl, job_id, vdev
+        self.min_elements = own["AGQ_MIN_ELEMENTS"]
+        self.switch_ops = 0
+        self.gloo_ops = 0
+        self._keys = None
+        # Gloo first: every rank reaches it, also one whose switch is missing.
+        self._gloo = ProcessGroupGloo(PrefixStore("agq_gloo", store), rank, size, timeout)
+        self.client = None
+        try:
+            self.job = job_from_switch(ctl, job_id)
+        except JobError as e:
+            raise RuntimeError(f"agq backend (rank {rank}): AGQ_SWITCH_CTL={ctl}, AGQ_JOB={job_id}: {e}") from None
+        if self.job["workers"] != size:
+            if self.job["workers"] < size or not _CLIENTS:
+                raise RuntimeError(f"agq backend (rank {rank}): job {job_id} on the switch at {ctl} has "
+                                   f"{self.job['workers']} workers, the process group {size} ranks")
+            return  # a sub-group of the job's ranks: Gloo only
+        if "error_feedback" in kwargs and not _client_accepts("error_feedback"):
+            kwargs.pop("error_feedback")  # this AgqClient has no such option
+        self._open(store, rank, size, own, kwargs)
+
+    def _open(self, store, rank, size, own, kwargs):
+        cache_key = (self.vdev, self.job_id, rank, size)
+        fresh = cache_key not in _CLIENTS
+        wait = datetime.timedelta(seconds=own["AGQ_OPEN_TIMEOUT"])
+        if rank == 0:
+            if fresh and own["AGQ_RESET_JOB"]:
+                try:
+                    reset_job(self.ctl, self.job_id)
+                except (JobError, OSError) as e:
+                    store.set("agq/reset", f"error: {e}")
+                    raise RuntimeError(f"agq backend (rank 0): AGQ_SWITCH_CTL={self.ctl}: {e}") from None
+            store.set("agq/reset", "ok")
+        else:
+            self._wait_keys(store, ["agq/reset"], wait, "rank 0 to reset the job on the switch")
+            got = store.get("agq/reset").decode()
+            if got != "ok":
+                raise RuntimeError(f"agq backend (rank {rank}): rank 0 could not reset job {self.job_id}: {got}")
+        err = None
+        if fresh:
+            kwargs.setdefault("file_prefix", "")
+            if not kwargs["file_prefix"]:
+                kwargs["file_prefix"] = f"agqpg{self.job_id}r{rank}p{os.getpid()}"
+            try:
+                _CLIENTS[cache_key] = (AgqClient(self.vdev, self.job, rank, **kwargs), _Keys())
+            except Exception as e:  # noqa: BLE001 - told to the peers, then raised
+                err = f"{type(e).__name__}: {e}"
+        store.set(f"agq/open/{rank}", "ok" if err is None else err)
+        if err is not None:
+            raise RuntimeError(f"agq backend (rank {rank}): cannot open the switch port AGQ_VDEV={self.vdev} "
+                               f"(switch control AGQ_SWITCH_CTL={self.ctl}): {err}")
+        keys = [f"agq/open/{r}" for r in range(size)]
+        self._wait_keys(store, keys, wait, "every rank to open its switch port")
+        bad = [(r, store.get(k).decode()) for r, k in enumerate(keys) if store.get(k) != b"ok"]
+        if bad:
+            raise RuntimeError(f"agq backend (rank {rank}): rank {bad[0][0]} cannot open its switch port: {bad[0][1]}")
+        # Groups sharing the port share its keys: their calls must then come
+        # in the same order in every rank, as within one group.
+        self.client, self._keys = _CLIENTS[cache_key]
+
+    def _wait_keys(self, store, keys, timeout, what):
+        try:
+            store.wait(keys, timeout)
+        except RuntimeError as e:
+            raise RuntimeError(f"agq backend (rank {self.rank()}): waited {timeout.total_seconds():.0f} s "
+                               f"(AGQ_OPEN_TIMEOUT) for {what}: {e}") from None
+
+    def getBackendName(self):
+        return BACKEND
+
+    # -- all_reduce: the switch when it can ------------------------------
+    def _switchable(self, tensors, op):
+        if self.client is None or len(tensors) != 1 or op != ReduceOp.SUM:
+            return None
+        t = tensors[0]
+        if t.device.type != "cpu" or t.is_sparse or t.numel() < self.min_elements:
+            return None
+        if t.dtype == torch.float32 or t.dtype in _CONVERTED:
+            return t
+        return None
+
+    def allreduce(self, *args, **kwargs):
+        tensors = _as_list(args[0] if args else kwargs.get("tensors", kwargs.get("tensor")))
+        opts = args[1] if len(args) > 1 else kwargs.get("opts")
+        op = opts.reduceOp if isinstance(opts, AllreduceOptions) else kwargs.get("op", opts if opts is not None
+                                                                                 else ReduceOp.SUM)
+        t = self._switchable(tensors, op) if tensors is not None else None
+        if t is None:
+            self.gloo_ops += 1
+            return self._gloo.allreduce(*args, **kwargs)
+        return self._switch_allreduce(t, tensors)
+
+    def _switch_allreduce(self, t, tensors):
+        # float32 contiguous: in place; otherwise a float32 contiguous copy, copied back.
+        direct = t.dtype == torch.float32 and t.is_contiguous()
+        buf = t.detach() if direct else t.detach().float().contiguous()
+        tag = self._keys.key(t.numel())
+        try:
+            fut = self.client.allreduce_async(buf, tag=tag)
+        except (ValueError, RuntimeError) as e:
+            raise type(e)(f"agq all_reduce of {t.numel()} elements ({t.dtype}): {e}") from e
+        self.switch_ops += 1
+        if direct:
+            out = fut.then(lambda f: (f.value(), tensors)[1])
+        else:
+            def back(f):
+                f.value()  # re-raises the client's error
+                with torch.no_grad():
+                    t.copy_(buf)
+                return tensors
+            out = fut.then(back)
+        return _create_work_from_future(out)
+
+    # -- everything else: Gloo -------------------------------------------
+    def _g(name):
+        def call(self, *args, **kwargs):
+            self.gloo_ops += 1
+            return getattr(self._gloo, name)(*args, **kwargs)
+        call.__name__ = name
+        return call
+
+    allreduce_coalesced = _g("allreduce_coalesced")
+    allgather = _g("allgather")
+    _allgather_base = _g("_allgather_base")
+    allgather_coalesced = _g("allgather_coalesced")
+    alltoall = _g("alltoall")
+    alltoall_base = _g("alltoall_base")
+    barrier = _g("barrier")
+    monitored_barrier = _g("monitored_barrier")
+    broadcast = _g("broadcast")
+    gather = _g("gather")
+    scatter = _g("scatter")
+    reduce = _g("reduce")
+    reduce_scatter = _g("reduce_scatter")
+    _reduce_scatter_base = _g("_reduce_scatter_base")
+    send = _g("send")
+    recv = _g("recv")
+    recv_anysource = _g("recv_anysource")
+    del _g
+
+    def __repr__(self):
+        return f"ProcessGroupAgq(rank {self.rank()}/{self.size()}, job {self.job_id}, {self.vdev})"
+
+
+def _create(store, rank, size, timeout):
+    return ProcessGroupAgq(store, rank, size, timeout)
+
+
+def register():
+    """Registers "agq" with torch.distributed (idempotent)."""
+    if BACKEND.upper() not in dist.Backend._plugins:
+        dist.Backend.register_backend(BACKEND, _create)
