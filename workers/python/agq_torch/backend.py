@@ -70,8 +70,8 @@ ENV = [
     Knob("AGQ_RESET_JOB", "", int, 1, "1: rank 0 zeroes the job's slots on the switch (agqctl job reset) before "
          "any rank opens its port, so a job started again on a running switch starts clean; 0: leave them"),
     Knob("AGQ_MIN_ELEMENTS", "", int, 0, "float all_reduces of fewer elements go to Gloo (exact) instead"),
-    Knob("AGQ_OPEN_TIMEOUT", "", float, 30.0, "seconds every rank waits for all ranks to open their ports; a "
-         "rank that failed is named"),
+    Knob("AGQ_OPEN_TIMEOUT", "", float, 30.0, "seconds a rank waits for the others at each step of the start "
+         "(settings and job, job reset, ports); a rank that failed or is silent is named"),
     Knob("AGQ_FILE_PREFIX", "file_prefix", str, "", "EAL --file-prefix of the rank's DPDK (default "
          "agqpg<job>r<rank>p<pid>)"),
     Knob("AGQ_MEM_MB", "mem_mb", int, 128, "EAL memory (--no-huge -m), MB"),
@@ -86,6 +86,7 @@ ENV = [
     Knob("AGQ_ERROR_FEEDBACK", "error_feedback", int, None, "1/0: error feedback on/off (PROTOCOL.md section 5); "
          "unset: the client's default (where the client has the option)"),
 ]
+_KNOBS = {k.env: k for k in ENV}
 
 
 def _parse(knob, env):
@@ -187,46 +188,68 @@ class ProcessGroupAgq(ProcessGroup):
 
     def __init__(self, store, rank, size, timeout, env=None):
         super().__init__(rank, size)
-        ctl, job_id, vdev, own, kwargs = config_from_env(rank, env)
-        self.ctl, self.job_id, self.vdev = ctl, job_id, vdev
-        self.min_elements = own["AGQ_MIN_ELEMENTS"]
         self.switch_ops = 0
         self.gloo_ops = 0
-        self._keys = None
-        # Gloo first: every rank reaches it, also one whose switch is missing.
-        self._gloo = ProcessGroupGloo(PrefixStore("agq_gloo", store), rank, size, timeout)
-        self.client = None
+        self.client = self._keys = None
+        self._store = store
+        self._wait = datetime.timedelta(seconds=_KNOBS["AGQ_OPEN_TIMEOUT"].default)
+        # Each step below ends with every rank telling the others how it
+        # went (_agree): a rank that fails makes every rank fail at once,
+        # naming it, instead of leaving its peers waiting in Gloo's
+        # rendezvous for the store's timeout (30 min by default).
+        err = None
         try:
-            self.job = job_from_switch(ctl, job_id)
-        except JobError as e:
-            raise RuntimeError(f"agq backend (rank {rank}): AGQ_SWITCH_CTL={ctl}, AGQ_JOB={job_id}: {e}") from None
-        if self.job["workers"] != size:
-            if self.job["workers"] < size or not _CLIENTS:
-                raise RuntimeError(f"agq backend (rank {rank}): job {job_id} on the switch at {ctl} has "
-                                   f"{self.job['workers']} workers, the process group {size} ranks")
-            return  # a sub-group of the job's ranks: Gloo only
+            ctl, job_id, vdev, own, kwargs = config_from_env(rank, env)
+            self.ctl, self.job_id, self.vdev = ctl, job_id, vdev
+            self.min_elements = own["AGQ_MIN_ELEMENTS"]
+            self._wait = datetime.timedelta(seconds=own["AGQ_OPEN_TIMEOUT"])
+            try:
+                self.job = job_from_switch(ctl, job_id)
+            except JobError as e:
+                raise RuntimeError(f"AGQ_SWITCH_CTL={ctl}, AGQ_JOB={job_id}: {e}") from None
+            workers = self.job["workers"]
+            if workers < size or (workers > size and not _CLIENTS):
+                raise RuntimeError(f"job {job_id} on the switch at {ctl} has {workers} workers, the process group "
+                                   f"{size} ranks")
+        except (ConfigError, RuntimeError) as e:
+            err = str(e).removeprefix("agq backend: ")
+        self._agree("config", err, "read its AGQ_* settings and the job")
+        self._gloo = ProcessGroupGloo(PrefixStore("agq_gloo", store), rank, size, timeout)
+        if workers != size:
+            return  # a sub-group of the job's ranks (the job's port is the default group's): Gloo only
         if "error_feedback" in kwargs and not _client_accepts("error_feedback"):
             kwargs.pop("error_feedback")  # this AgqClient has no such option
-        self._open(store, rank, size, own, kwargs)
+        self._open(rank, size, own, kwargs)
 
-    def _open(self, store, rank, size, own, kwargs):
+    def _agree(self, step, err, what):
+        """Tells the other ranks this rank's outcome of `step` (None = ok) and
+        learns theirs; raises this rank's error, else the first peer's."""
+        rank, size, store = self.rank(), self.size(), self._store
+        store.set(f"agq/{step}/{rank}", "ok" if err is None else err)
+        if err is not None:
+            raise RuntimeError(f"agq backend (rank {rank}): {err}")
+        keys = [f"agq/{step}/{r}" for r in range(size)]
+        try:
+            store.wait(keys, self._wait)
+        except RuntimeError:
+            silent = [r for r, k in enumerate(keys) if not store.check([k])]
+            raise RuntimeError(f"agq backend (rank {rank}): rank(s) {silent} did not {what} within "
+                               f"{self._wait.total_seconds():g} s (AGQ_OPEN_TIMEOUT)") from None
+        for r, k in enumerate(keys):
+            got = store.get(k)
+            if got != b"ok":
+                raise RuntimeError(f"agq backend (rank {rank}): rank {r} could not {what}: {got.decode()}")
+
+    def _open(self, rank, size, own, kwargs):
         cache_key = (self.vdev, self.job_id, rank, size)
         fresh = cache_key not in _CLIENTS
-        wait = datetime.timedelta(seconds=own["AGQ_OPEN_TIMEOUT"])
-        if rank == 0:
-            if fresh and own["AGQ_RESET_JOB"]:
-                try:
-                    reset_job(self.ctl, self.job_id)
-                except (JobError, OSError) as e:
-                    store.set("agq/reset", f"error: {e}")
-                    raise RuntimeError(f"agq backend (rank 0): AGQ_SWITCH_CTL={self.ctl}: {e}") from None
-            store.set("agq/reset", "ok")
-        else:
-            self._wait_keys(store, ["agq/reset"], wait, "rank 0 to reset the job on the switch")
-            got = store.get("agq/reset").decode()
-            if got != "ok":
-                raise RuntimeError(f"agq backend (rank {rank}): rank 0 could not reset job {self.job_id}: {got}")
         err = None
+        if rank == 0 and fresh and own["AGQ_RESET_JOB"]:
+            try:
+                reset_job(self.ctl, self.job_id)
+            except (JobError, OSError) as e:
+                err = f"AGQ_SWITCH_CTL={self.ctl}: {e}"
+        self._agree("reset", err, "reset the job on the switch (AGQ_RESET_JOB)")
         if fresh:
             kwargs.setdefault("file_prefix", "")
             if not kwargs["file_prefix"]:
@@ -234,26 +257,12 @@ class ProcessGroupAgq(ProcessGroup):
             try:
                 _CLIENTS[cache_key] = (AgqClient(self.vdev, self.job, rank, **kwargs), _Keys())
             except Exception as e:  # noqa: BLE001 - told to the peers, then raised
-                err = f"{type(e).__name__}: {e}"
-        store.set(f"agq/open/{rank}", "ok" if err is None else err)
-        if err is not None:
-            raise RuntimeError(f"agq backend (rank {rank}): cannot open the switch port AGQ_VDEV={self.vdev} "
-                               f"(switch control AGQ_SWITCH_CTL={self.ctl}): {err}")
-        keys = [f"agq/open/{r}" for r in range(size)]
-        self._wait_keys(store, keys, wait, "every rank to open its switch port")
-        bad = [(r, store.get(k).decode()) for r, k in enumerate(keys) if store.get(k) != b"ok"]
-        if bad:
-            raise RuntimeError(f"agq backend (rank {rank}): rank {bad[0][0]} cannot open its switch port: {bad[0][1]}")
+                err = (f"cannot open the switch port AGQ_VDEV={self.vdev} (switch control AGQ_SWITCH_CTL="
+                       f"{self.ctl}): {type(e).__name__}: {e}")
+        self._agree("open", err, "open its switch port")
         # Groups sharing the port share its keys: their calls must then come
         # in the same order in every rank, as within one group.
         self.client, self._keys = _CLIENTS[cache_key]
-
-    def _wait_keys(self, store, keys, timeout, what):
-        try:
-            store.wait(keys, timeout)
-        except RuntimeError as e:
-            raise RuntimeError(f"agq backend (rank {self.rank()}): waited {timeout.total_seconds():.0f} s "
-                               f"(AGQ_OPEN_TIMEOUT) for {what}: {e}") from None
 
     def getBackendName(self):
         return BACKEND
