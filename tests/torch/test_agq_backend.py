@@ -202,6 +202,7 @@ def test_bad_environment_is_named(switch):
     # {rank} and {local_rank} (torchrun's LOCAL_RANK) in AGQ_VDEV
     env = dict(good, AGQ_VDEV="net_memif0,socket=/r/w{rank}l{local_rank}.sock", LOCAL_RANK="1")
     assert config_from_env(3, env)[2] == "net_memif0,socket=/r/w3l1.sock"
+    assert config_from_env(3, dict(env, AGQ_FILE_PREFIX="p{rank}x"))[4]["file_prefix"] == "p3x"
     _, _, _, own, kw = config_from_env(0, dict(good, AGQ_ERROR_BUDGET="2e-4", AGQ_RESET_JOB="0"))
     assert kw["error_budget"] == 2e-4 and own["AGQ_RESET_JOB"] == 0
 

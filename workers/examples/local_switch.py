@@ -31,6 +31,8 @@ def main():
     if not 1 <= args.workers <= 32:
         ap.error(f"--workers {args.workers}: 1..32")
     from agq_torch.launch import LocalSwitch
+    if args.env_file:
+        Path(args.env_file).unlink(missing_ok=True)  # never a stale one while this switch starts
     stop = threading.Event()
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, lambda *_: stop.set())

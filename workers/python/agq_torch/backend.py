@@ -5,7 +5,8 @@ agq-switch, everything else through an internal Gloo group.
     dist.init_process_group("agq", init_method=..., rank=..., world_size=...)
     model = DDP(model)                    # no hook: buckets go through the switch
 
-Configured by environment variables (ENV below; README "Train with it"):
+Configured by environment variables (ENV below; the table in
+workers/examples/README.md, "As a torch.distributed backend"):
 AGQ_SWITCH_CTL, AGQ_JOB and AGQ_VDEV are required, the rest are tuning.
 
 What goes where. all_reduce of a CPU tensor with op SUM and dtype float32
@@ -72,16 +73,18 @@ ENV = [
     Knob("AGQ_MIN_ELEMENTS", "", int, 0, "float all_reduces of fewer elements go to Gloo (exact) instead"),
     Knob("AGQ_OPEN_TIMEOUT", "", float, 30.0, "seconds a rank waits for the others at each step of the start "
          "(settings and job, job reset, ports); a rank that failed or is silent is named"),
-    Knob("AGQ_FILE_PREFIX", "file_prefix", str, "", "EAL --file-prefix of the rank's DPDK (default "
-         "agqpg<job>r<rank>p<pid>)"),
+    Knob("AGQ_FILE_PREFIX", "file_prefix", str, "", "EAL --file-prefix of the rank's DPDK, {rank} and "
+         "{local_rank} replaced (default agqpg<job>r<rank>p<pid>)"),
     Knob("AGQ_MEM_MB", "mem_mb", int, 128, "EAL memory (--no-huge -m), MB"),
     Knob("AGQ_CONNECT_TIMEOUT", "connect_timeout", float, 5.0, "seconds to connect the port and see its link up"),
-    Knob("AGQ_REPLY_TIMEOUT", "reply_timeout", float, 5.0, "seconds without any RESULT before an operation fails"),
+    Knob("AGQ_REPLY_TIMEOUT", "reply_timeout", float, 5.0, "seconds an operation may go without any RESULT "
+         "since its first DATA before it fails (a switch that is gone)"),
     Knob("AGQ_ERROR_BUDGET", "error_budget", float, 1e-4, "quantization step allowed, relative to the tensor's "
          "largest value (PROTOCOL.md section 5)"),
     Knob("AGQ_INIT_WIDTH", "init_width", int, 32, "width a key's first operation asks for"),
     Knob("AGQ_MARGIN", "margin", float, 4.0, "headroom over the previous aggregate's chunk maximum"),
-    Knob("AGQ_MAX_RETRIES", "max_retries", int, 25, "retransmissions of a slot before the operation fails"),
+    Knob("AGQ_MAX_RETRIES", "max_retries", int, 25, "retransmissions of one sequence before the operation fails "
+         "(and not before it waited 5 s)"),
     Knob("AGQ_IDLE_SLEEP_US", "idle_sleep_us", int, 200, "poll thread back-off cap, microseconds"),
     Knob("AGQ_ERROR_FEEDBACK", "error_feedback", int, None, "1/0: error feedback on/off (PROTOCOL.md section 5); "
          "unset: the client's default (where the client has the option)"),
@@ -114,12 +117,19 @@ def config_from_env(rank, env=None):
     ctl, job_id = vals["AGQ_SWITCH_CTL"], vals["AGQ_JOB"]
     if not 0 < job_id < 65536:
         raise ConfigError(f"agq backend: AGQ_JOB={job_id} is not a job id (1..65535)")
-    local_rank = env.get("LOCAL_RANK", str(rank))
     try:
-        vdev = vals["AGQ_VDEV"].format(rank=rank, local_rank=int(local_rank))
-    except (KeyError, IndexError, ValueError) as e:
-        raise ConfigError(f"agq backend: AGQ_VDEV={vals['AGQ_VDEV']!r}: only {{rank}} and {{local_rank}} may be "
-                          f"replaced ({type(e).__name__}: {e})") from None
+        local_rank = int(env.get("LOCAL_RANK", rank))
+    except ValueError:
+        raise ConfigError(f"agq backend: LOCAL_RANK={env.get('LOCAL_RANK')!r} is not an int") from None
+
+    def fill(var):
+        try:
+            return vals[var].format(rank=rank, local_rank=local_rank)
+        except (KeyError, IndexError, ValueError) as e:
+            raise ConfigError(f"agq backend: {var}={vals[var]!r}: only {{rank}} and {{local_rank}} may be "
+                              f"replaced ({type(e).__name__}: {e})") from None
+    vdev = fill("AGQ_VDEV")
+    vals["AGQ_FILE_PREFIX"] = fill("AGQ_FILE_PREFIX")
     if "net_" not in vdev:
         raise ConfigError(f"agq backend: AGQ_VDEV={vdev!r} is not a DPDK virtual device (net_memif0,..., "
                           f"net_af_packet0,...)")
