@@ -70,6 +70,9 @@ def main():
     b = torch.arange(7, dtype=torch.float32) + 100 * rank
     dist.broadcast(b, src=1)
     col["broadcast"] = b.tolist()
+    bb = (torch.arange(5, dtype=torch.float32) / 3 + 100 * rank).to(torch.bfloat16)
+    dist.broadcast(bb, src=1)                                     # bfloat16: Gloo (1.13) has none, bit views
+    col["broadcast_bf16"] = [str(bb.dtype), bb.float().tolist()]
     parts = [torch.zeros(3) for _ in range(world)]
     dist.all_gather(parts, torch.full((3,), float(rank)))
     col["all_gather"] = [p.tolist() for p in parts]
@@ -127,6 +130,26 @@ def main():
     allp = [torch.zeros_like(flat) for _ in range(world)]
     dist.all_gather(allp, flat)
     rec["ranks_identical"] = all(bool(torch.equal(allp[0], a)) for a in allp)
+    # A bfloat16 model: its buckets are bfloat16, summed by the switch as float32.
+    torch.manual_seed(rank)
+    m_bf = DDP(make_model().to(torch.bfloat16), bucket_cap_mb=0.05)
+    opt = torch.optim.SGD(m_bf.parameters(), lr=0.05)
+    s0 = pg.switch_ops
+    bf_losses = []
+    for _ in range(4):
+        idx = torch.randint(0, xs.shape[0], (64,), generator=gen)
+        loss = F.cross_entropy(m_bf(xs[idx].to(torch.bfloat16)).float(), ys[idx])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        bf_losses.append(float(loss))
+    rec["bf16_ddp"] = {"switch_ops": pg.switch_ops - s0, "losses": bf_losses,
+                       "grad_dtype": str(next(m_bf.parameters()).grad.dtype)}
+    with torch.no_grad():
+        flat = torch.cat([p.detach().float().flatten() for p in m_bf.parameters()])
+    allp = [torch.zeros_like(flat) for _ in range(world)]
+    dist.all_gather(allp, flat)
+    rec["bf16_ddp"]["ranks_identical"] = all(bool(torch.equal(allp[0], a)) for a in allp)
     hist = pg.client.history
     rec["tags"] = sorted({t for t, _ in hist})
     rec["ops"] = len(hist)

@@ -104,6 +104,11 @@ def test_half_precision_is_converted(ranks):
             assert np.all(np.abs(np.asarray(c[dt]) - exact) <= 3 * step * 3 + 1e-3 * 3), dt
         assert recs[0]["collectives"][dt] == recs[1]["collectives"][dt]
 
+    for rec in recs:  # DDP of a bfloat16 model: its buckets through the switch, converted
+        bf = rec["bf16_ddp"]
+        assert bf["grad_dtype"] == "torch.bfloat16" and bf["switch_ops"] >= 4, bf
+        assert bf["ranks_identical"] and all(np.isfinite(bf["losses"])), bf
+
 
 def test_other_collectives_go_to_gloo_exactly(ranks):
     recs, _, _ = ranks
@@ -114,6 +119,9 @@ def test_other_collectives_go_to_gloo_exactly(ranks):
         assert c["f32_max"] == [float(i) for i in range(10)]
         assert c["f64_sum"] == [3.0] * 5
         assert c["broadcast"] == [100.0 + i for i in range(7)]
+        import torch
+        want = (torch.arange(5, dtype=torch.float32) / 3 + 100).to(torch.bfloat16).float().tolist()
+        assert c["broadcast_bf16"] == ["torch.bfloat16", want], c["broadcast_bf16"]
         assert c["all_gather"] == [[0.0] * 3, [1.0] * 3]
         assert c["all_gather_object"] == [{"rank": 0}, {"rank": 1}]
         assert c["barrier"]

@@ -15,7 +15,9 @@ contiguous copy); float16 and bfloat16 are summed as float32 copies and
 rounded back. Every other collective, dtype, op or device goes to a
 ProcessGroupGloo built over the same store under the prefix "agq_gloo", as
 do all collectives of a group whose size is not the job's worker count (a
-sub-group: one process has one switch port). The switch's Work is a
+sub-group: one process has one switch port). Gloo (torch 1.13) has no
+bfloat16: collectives that only move bytes pass bfloat16 tensors to it as
+float16 views of the same memory. The switch's Work is a
 C++ Work wrapping the client's torch Future (_create_work_from_future), so
 DDP's reducer, which calls allreduce(...)->getFuture(), gets it directly.
 
@@ -187,6 +189,14 @@ class _Keys:
             return tag
 
 
+def _bf16_bits(x):
+    if isinstance(x, torch.Tensor):
+        return x.view(torch.float16) if x.dtype == torch.bfloat16 else x
+    if isinstance(x, (list, tuple)):
+        return type(x)(_bf16_bits(e) for e in x)
+    return x
+
+
 def _as_list(tensors):
     return [tensors] if isinstance(tensors, torch.Tensor) else tensors
 
@@ -321,30 +331,36 @@ class ProcessGroupAgq(ProcessGroup):
         return _create_work_from_future(out)
 
     # -- everything else: Gloo -------------------------------------------
-    def _g(name):
+    def _g(name, moves=False):
+        # moves: the collective only moves bytes. torch 1.13's Gloo has no
+        # bfloat16 ("Invalid scalar type", which also stops DDP from
+        # broadcasting a bfloat16 model); such tensors travel as float16
+        # views of the same memory, bit for bit.
         def call(self, *args, **kwargs):
             self.gloo_ops += 1
+            if moves:
+                args = tuple(_bf16_bits(a) for a in args)
             return getattr(self._gloo, name)(*args, **kwargs)
         call.__name__ = name
         return call
 
     allreduce_coalesced = _g("allreduce_coalesced")
-    allgather = _g("allgather")
-    _allgather_base = _g("_allgather_base")
-    allgather_coalesced = _g("allgather_coalesced")
-    alltoall = _g("alltoall")
-    alltoall_base = _g("alltoall_base")
+    allgather = _g("allgather", True)
+    _allgather_base = _g("_allgather_base", True)
+    allgather_coalesced = _g("allgather_coalesced", True)
+    alltoall = _g("alltoall", True)
+    alltoall_base = _g("alltoall_base", True)
     barrier = _g("barrier")
     monitored_barrier = _g("monitored_barrier")
-    broadcast = _g("broadcast")
-    gather = _g("gather")
-    scatter = _g("scatter")
+    broadcast = _g("broadcast", True)
+    gather = _g("gather", True)
+    scatter = _g("scatter", True)
     reduce = _g("reduce")
     reduce_scatter = _g("reduce_scatter")
     _reduce_scatter_base = _g("_reduce_scatter_base")
-    send = _g("send")
-    recv = _g("recv")
-    recv_anysource = _g("recv_anysource")
+    send = _g("send", True)
+    recv = _g("recv", True)
+    recv_anysource = _g("recv_anysource", True)
     del _g
 
     def __repr__(self):
