@@ -153,6 +153,14 @@ def main():
     hist = pg.client.history
     rec["tags"] = sorted({t for t, _ in hist})
     rec["ops"] = len(hist)
+    dist.barrier()
+    dist.destroy_process_group()
+    # A second default group in the same process: the same switch port again.
+    dist.init_process_group("agq", init_method=f"file://{init_file}.2", rank=rank, world_size=world)
+    pg2 = dist.distributed_c10d._get_default_group()
+    again = torch.full((100,), rank + 1.0)
+    dist.all_reduce(again)
+    rec["reinit"] = {"same_client": pg2.client is pg.client, "sum": again.tolist(), "switch_ops": pg2.switch_ops}
     (out / f"rank{rank}.json").write_text(json.dumps(rec))
     dist.barrier()
     dist.destroy_process_group()

@@ -77,6 +77,13 @@ def test_init_from_the_environment(ranks):
         assert rec["init_s"] < 20, rec["init_s"]
 
 
+def test_init_again_in_the_same_process(ranks):
+    recs, _, _ = ranks
+    for rec in recs:  # destroy_process_group, init_process_group("agq"): the process's one port, reused
+        r = rec["reinit"]
+        assert r["same_client"] and r["switch_ops"] == 1 and close(r["sum"], [3.0] * 100), r
+
+
 def test_float32_sum_goes_through_the_switch(ranks):
     recs, before, after = ranks
     c0, c1 = recs[0]["collectives"], recs[1]["collectives"]
