@@ -291,3 +291,12 @@ def test_keys_count_equal_sizes_within_a_backward():
     again = []
     one_backward(other, again)
     assert again == first
+
+
+def test_a_silent_rank_is_named(switch, tmp_path):
+    """Rank 1 never starts: rank 0 gives up after AGQ_OPEN_TIMEOUT, naming it."""
+    init = tmp_path / "init_silent"
+    r = subprocess.run([PY, "-c", _init_script(init, 0, 2)], env=agq_env(switch, AGQ_OPEN_TIMEOUT="2"),
+                       capture_output=True, text=True, timeout=45)
+    assert "ERROR RuntimeError" in r.stdout and "rank(s) [1] did not read its AGQ_* settings" in r.stdout, r.stdout
+    assert "AGQ_OPEN_TIMEOUT" in r.stdout and 2 <= seconds(r.stdout) < 10, r.stdout

@@ -197,6 +197,14 @@ def _bf16_bits(x):
     return x
 
 
+def _has(store, key):
+    try:  # torch 1.13's Store has no check()
+        store.wait([key], datetime.timedelta(milliseconds=10))
+        return True
+    except RuntimeError:
+        return False
+
+
 def _as_list(tensors):
     return [tensors] if isinstance(tensors, torch.Tensor) else tensors
 
@@ -252,7 +260,7 @@ class ProcessGroupAgq(ProcessGroup):
         try:
             store.wait(keys, self._wait)
         except RuntimeError:
-            silent = [r for r, k in enumerate(keys) if not store.check([k])]
+            silent = [r for r, k in enumerate(keys) if not _has(store, k)]
             raise RuntimeError(f"agq backend (rank {rank}): rank(s) {silent} did not {what} within "
                                f"{self._wait.total_seconds():g} s (AGQ_OPEN_TIMEOUT)") from None
         for r, k in enumerate(keys):
