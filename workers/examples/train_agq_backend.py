@@ -12,7 +12,9 @@ port come from AGQ_SWITCH_CTL, AGQ_JOB and AGQ_VDEV (agq_torch/backend.py):
 The model and data are train_ddp.py's (a 64-256-256-10 MLP on a generated
 10-class problem). --backend gloo runs the same script on Gloo. Rank 0
 prints the loss every --print-every steps and, at the end, one JSON line
-(final loss, accuracy, median step time, all_reduces through the switch)."""
+(final loss, accuracy, median step time, all_reduces through the switch,
+rank 0's chunks, fallbacks to the PS, retransmissions and average granted
+width)."""
 import argparse
 import json
 import os
@@ -77,10 +79,16 @@ def main():
     with torch.no_grad():
         acc = float((model(xt).argmax(1) == yt).float().mean())
     pg = dist.distributed_c10d._get_default_group()
+    ops = [st for _, st in pg.client.history] if getattr(pg, "client", None) else []
+    agg = sum(o["chunks"] - o["fallbacks"] for o in ops)
+    switch = dict(chunks=sum(o["chunks"] for o in ops), fallbacks=sum(o["fallbacks"] for o in ops),
+                  retransmissions=sum(o["retransmissions"] for o in ops),
+                  avg_granted_bits=sum(o["avg_granted_bits"] * (o["chunks"] - o["fallbacks"]) for o in ops) / agg
+                  if agg else 0.0)
     rec = dict(backend=dist.get_backend(), world=world, steps=args.steps, final_loss=losses[-1],
                first_loss=losses[0], accuracy=acc, step_ms_median=statistics.median(times) * 1e3,
                switch_allreduces=getattr(pg, "switch_ops", 0), gloo_collectives=getattr(pg, "gloo_ops", None),
-               losses=losses)
+               switch=switch, losses=losses)
     if rank == 0:
         print(json.dumps({k: v for k, v in rec.items() if k != "losses"}), flush=True)
         if args.out:
