@@ -42,6 +42,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import (AllreduceOptions, PrefixStore, ProcessGroup, ProcessGroupGloo, ReduceOp,
                                         _create_work_from_future)
 
+from . import _agq
 from .client import AgqClient
 from .switch_job import JobError, job_from_switch, reset_job
 
@@ -89,7 +90,7 @@ ENV = [
          "(and not before it waited 5 s)"),
     Knob("AGQ_IDLE_SLEEP_US", "idle_sleep_us", int, 200, "poll thread back-off cap, microseconds"),
     Knob("AGQ_ERROR_FEEDBACK", "error_feedback", int, None, "1/0: error feedback on/off (PROTOCOL.md section 5); "
-         "unset: the client's default (where the client has the option)"),
+         "unset: the client's default; set with a client that has no such option: an error"),
 ]
 _KNOBS = {k.env: k for k in ENV}
 
@@ -143,11 +144,13 @@ def config_from_env(rank, env=None):
 
 
 def _client_accepts(name):
+    """AgqClient takes `name` itself, or passes it on to an _agq.Client that does."""
     try:
-        return name in inspect.signature(AgqClient.__init__).parameters or \
-            any(p.kind == p.VAR_KEYWORD for p in inspect.signature(AgqClient.__init__).parameters.values())
+        if name in inspect.signature(AgqClient.__init__).parameters:
+            return True
     except (TypeError, ValueError):
-        return True
+        pass
+    return name in (_agq.Client.__init__.__doc__ or "")
 
 
 # One switch port per process (one DPDK EAL): a group created again with the
@@ -235,6 +238,8 @@ class ProcessGroupAgq(ProcessGroup):
                 self.job = job_from_switch(ctl, job_id)
             except JobError as e:
                 raise RuntimeError(f"AGQ_SWITCH_CTL={ctl}, AGQ_JOB={job_id}: {e}") from None
+            if "error_feedback" in kwargs and not _client_accepts("error_feedback"):
+                raise ConfigError("AGQ_ERROR_FEEDBACK is set, but this build's AgqClient has no error feedback")
             workers = self.job["workers"]
             if workers < size or (workers > size and not _CLIENTS):
                 raise RuntimeError(f"job {job_id} on the switch at {ctl} has {workers} workers, the process group "
@@ -245,8 +250,6 @@ class ProcessGroupAgq(ProcessGroup):
         self._gloo = ProcessGroupGloo(PrefixStore("agq_gloo", store), rank, size, timeout)
         if workers != size:
             return  # a sub-group of the job's ranks (the job's port is the default group's): Gloo only
-        if "error_feedback" in kwargs and not _client_accepts("error_feedback"):
-            kwargs.pop("error_feedback")  # this AgqClient has no such option
         self._open(rank, size, own, kwargs)
 
     def _agree(self, step, err, what):
