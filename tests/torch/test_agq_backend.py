@@ -300,3 +300,11 @@ def test_a_silent_rank_is_named(switch, tmp_path):
                        capture_output=True, text=True, timeout=45)
     assert "ERROR RuntimeError" in r.stdout and "rank(s) [1] did not read its AGQ_* settings" in r.stdout, r.stdout
     assert "AGQ_OPEN_TIMEOUT" in r.stdout and 2 <= seconds(r.stdout) < 10, r.stdout
+
+
+def test_an_option_this_client_lacks_is_named(switch, tmp_path):
+    from agq_torch.backend import _client_accepts
+    if _client_accepts("fixed_width"):
+        pytest.skip("this build's client has fixed_width")
+    out, = run_ranks(tmp_path, [agq_env(switch, AGQ_FIXED_WIDTH="32")])
+    assert "AGQ_FIXED_WIDTH is set, but this build's AgqClient has no fixed_width option" in out, out

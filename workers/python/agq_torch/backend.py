@@ -89,9 +89,15 @@ ENV = [
     Knob("AGQ_MAX_RETRIES", "max_retries", int, 25, "retransmissions of one sequence before the operation fails "
          "(and not before it waited 5 s)"),
     Knob("AGQ_IDLE_SLEEP_US", "idle_sleep_us", int, 200, "poll thread back-off cap, microseconds"),
-    Knob("AGQ_ERROR_FEEDBACK", "error_feedback", int, None, "1/0: error feedback on/off (PROTOCOL.md section 5); "
-         "unset: the client's default; set with a client that has no such option: an error"),
+    # Unset: not passed (the client's default); set with a client that has
+    # no such option: an error.
+    Knob("AGQ_ERROR_FEEDBACK", "error_feedback", int, None, "1/0: error feedback on/off (PROTOCOL.md section 5)"),
+    Knob("AGQ_MIN_WIDTH_SLACK", "min_width_slack", int, None, "bits a grant may fall below the budget's width "
+         "(a multiple of 4; PROTOCOL.md section 5)"),
+    Knob("AGQ_FIXED_WIDTH", "fixed_width", int, None, "pin every chunk's width (0 = adaptive; 32 = the "
+         "SwitchML/ATP design, for comparisons)"),
 ]
+_OPTIONAL = [k for k in ENV if k.kwarg and k.default is None]
 _KNOBS = {k.env: k for k in ENV}
 
 
@@ -238,8 +244,9 @@ class ProcessGroupAgq(ProcessGroup):
                 self.job = job_from_switch(ctl, job_id)
             except JobError as e:
                 raise RuntimeError(f"AGQ_SWITCH_CTL={ctl}, AGQ_JOB={job_id}: {e}") from None
-            if "error_feedback" in kwargs and not _client_accepts("error_feedback"):
-                raise ConfigError("AGQ_ERROR_FEEDBACK is set, but this build's AgqClient has no error feedback")
+            for k in _OPTIONAL:
+                if k.kwarg in kwargs and not _client_accepts(k.kwarg):
+                    raise ConfigError(f"{k.env} is set, but this build's AgqClient has no {k.kwarg} option")
             workers = self.job["workers"]
             if workers < size or (workers > size and not _CLIENTS):
                 raise RuntimeError(f"job {job_id} on the switch at {ctl} has {workers} workers, the process group "
