@@ -152,6 +152,7 @@ def main():
     rec["bf16_ddp"]["ranks_identical"] = all(bool(torch.equal(allp[0], a)) for a in allp)
     hist = pg.client.history
     rec["tags"] = sorted({t for t, _ in hist})
+    rec["key_names"] = [list(k) for k in pg._keys._ids]
     rec["ops"] = len(hist)
     dist.barrier()
     dist.destroy_process_group()

@@ -151,6 +151,9 @@ def test_ddp_without_hook_tracks_gloo(ranks):
     assert all(rec["ranks_identical"] for rec in recs)
     # DDP's buckets each have their own key (widths adapt per bucket), the same in both ranks
     assert recs[0]["tags"] == recs[1]["tags"] and len(r0["tags"]) >= 6, r0["tags"]
+    assert recs[0]["key_names"] == recs[1]["key_names"]
+    bwd = [k for k in r0["key_names"] if k[0] == "backward"]   # DDP's buckets, counted within backward
+    assert len(bwd) >= 3 and all(k[2] == 0 for k in bwd[:3]), r0["key_names"]
 
 
 def test_torchrun_example(switch, ranks, tmp_path):
