@@ -199,7 +199,7 @@ def run_ranks(tmp_path, envs, timeout=45):
 
 
 def seconds(out):
-    return float(out.split("SECONDS")[1])
+    return float(out.split("SECONDS")[1].split()[0])
 
 
 def test_bad_environment_is_named(switch):
@@ -311,3 +311,38 @@ def test_an_option_this_client_lacks_is_named(switch, tmp_path):
         pytest.skip("this build's client has fixed_width")
     out, = run_ranks(tmp_path, [agq_env(switch, AGQ_FIXED_WIDTH="32")])
     assert "AGQ_FIXED_WIDTH is set, but this build's AgqClient has no fixed_width option" in out, out
+
+
+def _lonely_script(init_file, rank):
+    return (f"import sys, time; sys.path.insert(0, {str(SRC / 'workers' / 'python')!r})\n"
+            f"import torch, torch.distributed as dist, agq_torch\n"
+            f"dist.init_process_group('agq', init_method='file://{init_file}', rank={rank}, world_size=2)\n"
+            f"if {rank} == 0:  # rank 1 never joins this all_reduce: the switch cannot complete it\n"
+            f"    t0 = time.monotonic()\n"
+            f"    for mode in ('sync', 'async'):\n"
+            f"        try:\n"
+            f"            t = torch.ones(100)\n"
+            f"            if mode == 'sync':\n"
+            f"                dist.all_reduce(t)\n"
+            f"            else:\n"
+            f"                dist.all_reduce(t, async_op=True).wait()\n"
+            f"            print(mode, 'NO ERROR')\n"
+            f"        except Exception as e:\n"
+            f"            print(mode, 'ERROR', type(e).__name__, str(e)[:300].replace(chr(10), ' '))\n"
+            f"    print('SECONDS %.2f' % (time.monotonic() - t0))\n"
+            f"dist.barrier()\n"
+            f"print('BARRIER')\n")
+
+
+def test_a_failed_switch_operation_raises(switch, tmp_path):
+    """An all_reduce the switch cannot complete (the peer never sends) raises
+    in dist.all_reduce and in Work.wait(), within AGQ_REPLY_TIMEOUT's order,
+    instead of returning the tensor unreduced."""
+    init = tmp_path / "init_lonely"
+    env = agq_env(switch, AGQ_REPLY_TIMEOUT="1")
+    procs = [subprocess.Popen([PY, "-c", _lonely_script(init, r)], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True) for r in range(WORLD)]
+    outs = [p.communicate(timeout=50)[0] for p in procs]
+    assert "sync ERROR" in outs[0] and "async ERROR" in outs[0] and "ClientError" in outs[0], outs[0]
+    assert "NO ERROR" not in outs[0] and all("BARRIER" in o for o in outs), outs
+    assert seconds(outs[0]) < 20, outs[0]

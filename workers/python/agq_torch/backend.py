@@ -17,9 +17,9 @@ ProcessGroupGloo built over the same store under the prefix "agq_gloo", as
 do all collectives of a group whose size is not the job's worker count (a
 sub-group: one process has one switch port). Gloo (torch 1.13) has no
 bfloat16: collectives that only move bytes pass bfloat16 tensors to it as
-float16 views of the same memory. The switch's Work is a
-C++ Work wrapping the client's torch Future (_create_work_from_future), so
-DDP's reducer, which calls allreduce(...)->getFuture(), gets it directly.
+float16 views of the same memory. The switch's Work (_SwitchWork) is a
+Python Work around the client's torch Future: DDP's reducer calls
+allreduce(...)->getFuture() and waits on that.
 
 Tensor keys. The switch's widths and exponents for a tensor come from the
 previous operation of the same key (and error feedback keeps its residual
@@ -31,6 +31,7 @@ backward); the count restarts when the backward ends (a final autograd
 callback). An all_reduce outside backward is keyed by its size alone.
 Sizes alone would merge DDP buckets of equal size; the count keeps them
 apart."""
+import collections
 import datetime
 import inspect
 import os
@@ -39,8 +40,7 @@ from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import (AllreduceOptions, PrefixStore, ProcessGroup, ProcessGroupGloo, ReduceOp,
-                                        _create_work_from_future)
+from torch._C._distributed_c10d import AllreduceOptions, PrefixStore, ProcessGroup, ProcessGroupGloo, ReduceOp, Work
 
 from . import _agq
 from .client import AgqClient
@@ -218,6 +218,72 @@ def _as_list(tensors):
     return [tensors] if isinstance(tensors, torch.Tensor) else tensors
 
 
+class _Alive:
+    """Keeps _SwitchWorks alive for their C++ holders (below)."""
+
+    def __init__(self, recent=256):
+        self.pending = {}
+        self.recent = collections.deque(maxlen=recent)
+
+
+class _SwitchWork(Work):
+    """The Work of an all_reduce through the switch: its future, and a
+    wait() that raises the operation's error as Gloo's does (torch 1.13's
+    _create_work_from_future gives a Work whose wait() returns True also
+    when its future failed: a failed sync dist.all_reduce would go
+    unnoticed).
+
+    A Python Work handed to C++ (DDP's reducer: allreduce(...)->getFuture())
+    loses its Python half, and with it get_future, once Python holds no
+    reference (seen in 1.13: "Work::getFuture not implemented"). So the
+    group holds every work until get_future() or wait() was called on it,
+    or its operation completed and 256 later ones did too (a caller that
+    drops an async work without waiting: bounded)."""
+
+    def __init__(self, fut, alive):
+        super().__init__()
+        self._fut, self._alive = fut, alive
+        alive.pending[id(self)] = self
+        fut.add_done_callback(self._completed)
+
+    def _completed(self, _fut):
+        if self._alive.pending.pop(id(self), None) is not None:
+            self._alive.recent.append(self)
+
+    def _release(self):
+        self._alive.pending.pop(id(self), None)
+
+    def wait(self, timeout=None):
+        self._release()
+        self._fut.wait()  # raises the operation's error
+        return True
+
+    def get_future(self):
+        self._release()
+        return self._fut
+
+    def is_completed(self):
+        return self._fut.done()
+
+    def is_success(self):
+        return self._fut.done() and self.exception() is None
+
+    def exception(self):
+        if not self._fut.done():
+            return None
+        try:
+            self._fut.value()
+            return None
+        except Exception as e:  # noqa: BLE001 - returned, as Work.exception() does
+            return e
+
+    def result(self):
+        return self._fut.wait()
+
+    def source_rank(self):
+        raise RuntimeError("agq all_reduce: a collective has no source rank")
+
+
 class ProcessGroupAgq(ProcessGroup):
     """The "agq" process group (module docstring). `switch_ops` counts the
     all_reduces that went through the switch, `gloo_ops` the collectives
@@ -228,6 +294,7 @@ class ProcessGroupAgq(ProcessGroup):
         self.switch_ops = 0
         self.gloo_ops = 0
         self.client = self._keys = None
+        self._works = _Alive()
         self._store = store
         self._wait = datetime.timedelta(seconds=_KNOBS["AGQ_OPEN_TIMEOUT"].default)
         # Each step below ends with every rank telling the others how it
@@ -346,7 +413,7 @@ class ProcessGroupAgq(ProcessGroup):
                     t.copy_(buf)
                 return tensors
             out = fut.then(back)
-        return _create_work_from_future(out)
+        return _SwitchWork(out, self._works)
 
     # -- everything else: Gloo -------------------------------------------
     def _g(name, moves=False):
