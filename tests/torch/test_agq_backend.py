@@ -6,8 +6,9 @@ with the switch's counters moving; int64, MAX, float64 and the rest through
 Gloo, exactly; fp16/bf16 converted, not refused); DDP with no hook tracks
 DDP on Gloo step by step; torchrun starts the example's ranks from the
 environment; a missing or malformed variable is named; a switch that is not
-there, or one rank's port that is not, fails every rank within seconds with
-the endpoint named."""
+there, one rank's port that is not, or a rank that never comes, fails every
+rank within seconds with the endpoint or rank named; an all_reduce the
+switch cannot complete raises instead of returning the tensor unreduced."""
 import json
 import os
 import subprocess
