@@ -24,3 +24,4 @@ except ImportError as e:  # pragma: no cover - a clear message instead of a bare
 from .client import AgqClient, ClientError  # noqa: E402,F401
 from .hook import HookState, allreduce_hook  # noqa: E402,F401
 from .switch_job import JobError, explicit_job, job_from_switch, reset_job  # noqa: E402,F401
+from .backend import ConfigError, ProcessGroupAgq, register as _register; _register()  # noqa: E402,F401,E702 "agq"
