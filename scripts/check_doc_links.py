@@ -16,7 +16,9 @@ In each Markdown file it checks
     top-level directory of the repository (or a directory beside the
     Markdown file), or a bare NAME.md, must name a tracked file or directory,
     relative to the file or to the repository root; globs and {a,b} match at
-    least one file; FILE:LINE suffixes are ignored;
+    least one file; FILE:LINE suffixes are ignored; REV:PATH (a file as a
+    commit has it, e.g. one since removed) must be in that commit, when the
+    clone has the commit;
   * references to a section, FILE.md "Heading" and FILE.md section N / §N: a
     heading of FILE.md, or a paragraph's bold lead (**Memory**: ...), must
     start with that text (a heading with N.).
@@ -46,8 +48,10 @@ REF_DEF = re.compile(r"^ {0,3}\[[^\]]+\]:\s+<?(\S+?)>?(?:\s+.*)?$")
 URL = re.compile(r"\b[a-z][a-z0-9+.-]*://\S+", re.I)
 # A path-like word: not preceded by a path character (so build/switch/x is
 # not read as switch/x), made of path characters, globs and braces.
-PATH_WORD = re.compile(r"(?<![\w./~$@{<-])((?:\.\./|\./)*[\w.*?\-+]+(?:\{[\w.,\-]+\})?"
+PATH_WORD = re.compile(r"(?<![\w./~$@{<:-])((?:\.\./|\./)*[\w.*?\-+]+(?:\{[\w.,\-]+\})?"
                        r"(?:/[\w.*?\-+]*(?:\{[\w.,\-]+\})?)*)(#[\w\-]+)?")
+# A file as a commit has it, REV:PATH (`git show 8cbad09:bench/x.patch`).
+REV_PATH = re.compile(r"(?<![\w/.:-])([0-9a-f]{7,40}):((?:[\w.\-]+/)*[\w.\-]+)")
 MD_NAME = re.compile(r"^[\w.\-]+\.md$")
 CODE_SPAN = re.compile(r"(`+)(.+?)\1")
 # Paths the docs name that are not in the repository on purpose.
@@ -76,6 +80,19 @@ def tracked_files():
             subdirs[:] = [s for s in subdirs if not s.startswith((".", "build"))]
             files.update(os.path.relpath(os.path.join(d, n), ROOT) for n in names)
         return files
+
+
+def in_commit(rev, path):
+    """True or False: whether commit rev has path; None when the commit is
+    not in this clone (a shallow one), so nothing can be said."""
+    def git_ok(obj):
+        return subprocess.run(["git", "-C", ROOT, "cat-file", "-e", obj], capture_output=True).returncode == 0
+    try:
+        if not git_ok(rev + "^{commit}"):
+            return None
+        return git_ok(f"{rev}:{path}")
+    except OSError:
+        return None
 
 
 def load(root):
@@ -270,6 +287,12 @@ def check_file(rel):
                 target = md_target(word, d.dir)
                 if target:
                     check_anchor(lineno, target, m.group(2)[1:], f"path {word}{m.group(2)}")
+
+        for m in REV_PATH.finditer(text):
+            if looks_like_path(m.group(2), "", True):
+                checked += 1
+                if in_commit(m.group(1), m.group(2)) is False:
+                    err(lineno, f"{m.group(1)}:{m.group(2)}: commit {m.group(1)} has no {m.group(2)}")
 
         # FILE.md "Heading" and FILE.md section N, also when the heading's
         # name goes on on the next line.

@@ -106,3 +106,23 @@ def test_the_repository_docs_pass():
     r = run()
     assert r.returncode == 0, r.stdout + r.stderr
     assert os.path.basename(str(SCRIPT)) == "check_doc_links.py"
+
+
+def test_files_of_a_commit(tmp_path):
+    root = make_repo(tmp_path)
+    (root / "switch/old.patch").write_text("x\n")
+    git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(git + ["add", "."], check=True)
+    subprocess.run(git + ["commit", "-qm", "c"], check=True)
+    rev = subprocess.run(git + ["rev-parse", "--short=7", "HEAD"], check=True, capture_output=True,
+                         text=True).stdout.strip()
+    subprocess.run(git + ["rm", "-q", "switch/old.patch"], check=True)
+    (root / "docs/OLD.md").write_text(f"# Old\n`{rev}:switch/old.patch`, `{rev}:switch/gone.patch`, "
+                                      f"`switch/old.patch` and `0123456:switch/x.patch` (not in this clone).\n")
+    subprocess.run(git + ["add", "."], check=True)
+    r = run("--root", str(root), str(root / "docs/OLD.md"))
+    assert r.returncode == 1
+    assert r.stdout.splitlines()[:-1] == [
+        "docs/OLD.md:2: path switch/old.patch: no such file or directory",
+        f"docs/OLD.md:2: {rev}:switch/gone.patch: commit {rev} has no switch/gone.patch",
+    ], r.stdout
