@@ -58,6 +58,7 @@ CODE_SPAN = re.compile(r"(`+)(.+?)\1")
 NOT_FILES = {
     "conf/my.toml",                    # conf/README.md: the reader's own copy of an example
     "tests/ptf_suite/agq_suite.toml",  # p4src/README.md: written by tests/ptf_suite/cases.py
+    "FILE.md",                         # CONTRIBUTING.md: the placeholder of a reference's form
 }
 # FILE.md "Heading" / FILE.md, "Heading" / FILE.md section N / FILE.md §N
 SECTION_REF = re.compile(r"(?<![\w/.-])((?:[\w.\-]+/)*[\w.\-]+\.md)`?,?\s+"
