@@ -14,11 +14,11 @@ In each Markdown file it checks
   * paths written in the text or in code (`switch/main.cpp`, conf/agq.toml,
     tests/integration/test_*.py): a word whose first directory is a
     top-level directory of the repository (or a directory beside the
-    Markdown file), or a bare NAME.md, must name a tracked file or directory,
-    relative to the file or to the repository root; globs and {a,b} match at
-    least one file; FILE:LINE suffixes are ignored; REV:PATH (a file as a
-    commit has it, e.g. one since removed) must be in that commit, when the
-    clone has the commit;
+    Markdown file), or a bare NAME.md (capitalised, or a name some file
+    has), must name a tracked file or directory, relative to the file or to
+    the repository root; globs and {a,b} match at least one file; FILE:LINE
+    suffixes are ignored; REV:PATH (a file as a commit has it, e.g. one
+    since removed) must be in that commit, when the clone has the commit;
   * references to a section, FILE.md "Heading" and FILE.md section N / §N: a
     heading of FILE.md, or a paragraph's bold lead (**Memory**: ...), must
     start with that text (a heading with N.).
@@ -37,6 +37,7 @@ import unicodedata
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # --root DIR: another tree
 FILES, DIRS, TOP = set(), set(), set()  # tracked files, their directories, the top-level ones
+BASENAMES = set()
 
 FENCE = re.compile(r"^\s*(```|~~~)")
 HEADING = re.compile(r"^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$")
@@ -99,8 +100,9 @@ def in_commit(rev, path):
 def load(root):
     global ROOT
     ROOT = os.path.abspath(root)
-    FILES.clear(), DIRS.clear(), TOP.clear(), _docs.clear()
+    FILES.clear(), DIRS.clear(), TOP.clear(), BASENAMES.clear(), _docs.clear()
     FILES.update(tracked_files())
+    BASENAMES.update(os.path.basename(f) for f in FILES)
     for f in FILES:
         parts = f.split("/")[:-1]
         DIRS.update(itertools.accumulate(parts, lambda a, b: a + "/" + b))
@@ -219,7 +221,9 @@ def looks_like_path(word, doc_dir, in_code):
     if "/" in word:
         first = word.split("/", 1)[0]
         return first in TOP or (doc_dir and os.path.join(doc_dir, first) in DIRS)
-    return bool(MD_NAME.match(word)) and not any(c in word for c in "*?{")
+    # A bare NAME.md: the docs are named in capitals (PROTOCOL.md); a lower-case
+    # name no file has is an output (run.py's results.md), not a reference.
+    return bool(MD_NAME.match(word)) and (word[0].isupper() or word in BASENAMES)
 
 
 def path_words(text, fenced):

@@ -15,7 +15,7 @@ See [the protocol](docs/PROTOCOL.md#2-encoding-guard-bits-bias), [gone](docs/GON
 [bad anchor](docs/PROTOCOL.md#no-such-heading), [here](#top) and [web](https://example.com/x/y).
 Code: `switch/main.cpp`, `switch/main.cpp:12`, `switch/missing.cpp`, `switch/*.cpp`,
 `switch/{main,cli}.cpp`, `switch/*.py`, `switch/`, `switch/main` and build/switch/agq-switch.
-In prose switch/testpmd is not a path, but switch/prose.cpp is one.
+In prose switch/testpmd is not a path, but switch/prose.cpp is one; `results.md` is an output.
 PROTOCOL.md §2, docs/PROTOCOL.md section 9, docs/PROTOCOL.md "Packet format",
 docs/PROTOCOL.md "Memory", docs/PROTOCOL.md, "Nothing like it" and docs/PROTOCOL.md "Packet
 format" across a line, docs/PROTOCOL.md "Encoding: guard
