@@ -13,7 +13,7 @@ DRIVERS = [s for s in SCRIPTS if s.name != "memif_setup.sh"]
 
 
 def test_the_tools_are_there():
-    assert {s.name for s in DRIVERS} >= {"memif_close.sh", "command_pause.sh", "callgrind_memif.sh"}
+    assert {s.name for s in DRIVERS} >= {"memif_close.sh", "memif_cycles.sh", "command_pause.sh", "callgrind_memif.sh"}
 
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda s: s.name)
