@@ -21,7 +21,8 @@ In each Markdown file it checks
     since removed) must be in that commit, when the clone has the commit;
   * references to a section, FILE.md "Heading" and FILE.md section N / §N: a
     heading of FILE.md, or a paragraph's bold lead (**Memory**: ...), must
-    start with that text (a heading with N.).
+    start with that text (a heading with N.); REV:FILE.md "Heading": the
+    same in the file as commit REV has it.
 Paths under build*/ and absolute paths are not repository files and are not
 checked. Prints FILE:LINE: what is wrong for every broken reference and exits
 1 if there is any. Standard library only; registered as the ctest
@@ -61,8 +62,9 @@ NOT_FILES = {
     "tests/ptf_suite/agq_suite.toml",  # p4src/README.md: written by tests/ptf_suite/cases.py
     "FILE.md",                         # CONTRIBUTING.md: the placeholder of a reference's form
 }
-# FILE.md "Heading" / FILE.md, "Heading" / FILE.md section N / FILE.md §N
-SECTION_REF = re.compile(r"(?<![\w/.-])((?:[\w.\-]+/)*[\w.\-]+\.md)`?,?\s+"
+# FILE.md "Heading" / FILE.md, "Heading" / FILE.md section N / FILE.md §N,
+# and REV:FILE.md "Heading" (the file as commit REV has it)
+SECTION_REF = re.compile(r"(?<![\w/.-])(?:([0-9a-f]{7,40}):)?((?:[\w.\-]+/)*[\w.\-]+\.md)`?,?\s+"
                          r"(?:\"([^\"]+)\"|(?:section|§)\s*(\d+(?:\.\d+)*))")
 
 
@@ -162,11 +164,13 @@ def plain(text):
 
 
 class Doc:
-    def __init__(self, rel):
+    def __init__(self, rel, text=None):
         self.rel = rel
         self.dir = os.path.dirname(rel)
-        with open(os.path.join(ROOT, rel), encoding="utf-8") as f:
-            self.lines = f.read().split("\n")
+        if text is None:
+            with open(os.path.join(ROOT, rel), encoding="utf-8") as f:
+                text = f.read()
+        self.lines = text.split("\n")
         self.headings = []  # (text, slug)
         self.code = []      # per line: inside a fenced code block
         seen = {}
@@ -187,10 +191,16 @@ class Doc:
         self.leads = [m.group(1) for m, code in zip(map(BOLD_LEAD.match, self.lines), self.code) if m and not code]
 
 
-def doc(rel):
-    if rel not in _docs:
-        _docs[rel] = Doc(rel)
-    return _docs[rel]
+def doc(rel, rev=None):
+    """The Doc of a tracked Markdown file, or of the file as commit rev has
+    it (None when the commit is not in this clone or lacks the file)."""
+    if (rev, rel) not in _docs:
+        if rev is None:
+            _docs[None, rel] = Doc(rel)
+        else:
+            r = subprocess.run(["git", "-C", ROOT, "show", f"{rev}:{rel}"], capture_output=True)
+            _docs[rev, rel] = Doc(rel, r.stdout.decode("utf-8", "replace")) if r.returncode == 0 else None
+    return _docs[rev, rel]
 
 
 def md_target(name, doc_dir):
@@ -305,21 +315,29 @@ def check_file(rel):
         for m in SECTION_REF.finditer(line + " " + nxt.strip()):
             if m.start() >= len(line):
                 break
-            target = md_target(m.group(1), d.dir)
-            if target is None:
-                continue  # reported above as a path if it looks like one
+            rev, name, heading, num = m.groups()
+            if rev:
+                if in_commit(rev, name) is None:
+                    continue  # the commit is not in this clone
+                target, where = os.path.normpath(name), f"{rev}:{os.path.normpath(name)}"
+                t = doc(target, rev)
+                if t is None:
+                    continue  # reported above: the commit has no such file
+            else:
+                target = where = md_target(name, d.dir)
+                if target is None:
+                    continue  # reported above as a path if it looks like one
+                t = doc(target)
             checked += 1
-            if m.group(2):
-                want = plain(m.group(2))
-                heads = [plain(h) for h, _ in doc(target).headings] + [plain(b) for b in doc(target).leads]
+            ref = f"{rev}:{name}" if rev else name
+            if heading:
+                want = plain(heading)
+                heads = [plain(h) for h, _ in t.headings] + [plain(b) for b in t.leads]
                 heads += [re.sub(r"^\d+( \d+)* ", "", h) for h in heads]  # "Packet format" for "1. Packet format"
                 if not any(h.startswith(want) for h in heads):
-                    err(lineno, f'{m.group(1)} "{m.group(2)}": no heading or bold paragraph lead of {target} '
-                                'starts with that')
-            else:
-                num = m.group(3)
-                if not any(re.match(re.escape(num) + r"(\.|\s|$)", h) for h, _ in doc(target).headings):
-                    err(lineno, f"{m.group(1)} section {num}: {target} has no heading numbered {num}")
+                    err(lineno, f'{ref} "{heading}": no heading or bold paragraph lead of {where} starts with that')
+            elif not any(re.match(re.escape(num) + r"(\.|\s|$)", h) for h, _ in t.headings):
+                err(lineno, f"{ref} section {num}: {where} has no heading numbered {num}")
     return errors, checked
 
 

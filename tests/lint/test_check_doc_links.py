@@ -111,18 +111,26 @@ def test_the_repository_docs_pass():
 def test_files_of_a_commit(tmp_path):
     root = make_repo(tmp_path)
     (root / "switch/old.patch").write_text("x\n")
+    (root / "docs/NOTES.md").write_text("# Notes\n## Old heading\n")
     git = ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run(git + ["add", "."], check=True)
     subprocess.run(git + ["commit", "-qm", "c"], check=True)
     rev = subprocess.run(git + ["rev-parse", "--short=7", "HEAD"], check=True, capture_output=True,
                          text=True).stdout.strip()
     subprocess.run(git + ["rm", "-q", "switch/old.patch"], check=True)
+    (root / "docs/NOTES.md").write_text("# Notes\n## New heading\n")
     (root / "docs/OLD.md").write_text(f"# Old\n`{rev}:switch/old.patch`, `{rev}:switch/gone.patch`, "
-                                      f"`switch/old.patch` and `0123456:switch/x.patch` (not in this clone).\n")
+                                      f"`switch/old.patch` and `0123456:switch/x.patch` (not in this clone).\n"
+                                      f'`{rev}:docs/NOTES.md`, "Old heading" then, docs/NOTES.md "New heading" '
+                                      f'now, not docs/NOTES.md "Old heading" nor {rev}:docs/NOTES.md "New".\n')
     subprocess.run(git + ["add", "."], check=True)
     r = run("--root", str(root), str(root / "docs/OLD.md"))
     assert r.returncode == 1
     assert r.stdout.splitlines()[:-1] == [
         "docs/OLD.md:2: path switch/old.patch: no such file or directory",
         f"docs/OLD.md:2: {rev}:switch/gone.patch: commit {rev} has no switch/gone.patch",
+        'docs/OLD.md:3: docs/NOTES.md "Old heading": no heading or bold paragraph lead of docs/NOTES.md starts '
+        'with that',
+        f'docs/OLD.md:3: {rev}:docs/NOTES.md "New": no heading or bold paragraph lead of {rev}:docs/NOTES.md '
+        'starts with that',
     ], r.stdout
