@@ -13,6 +13,7 @@ PKGS=(
   tcpdump tshark tmux iproute2 procps iputils-ping arping
   pybind11-dev python3-torch   # libagq's Python module and the DDP hook (workers/python, tests/torch)
   clang libclang-rt-14-dev     # libFuzzer target (scripts/fuzz.sh)
+  clang-format python3-flake8  # scripts/format.sh; the lint ctests (tests/lint)
 )
 
 missing=()

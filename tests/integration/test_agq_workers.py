@@ -12,8 +12,6 @@ import os
 import signal
 import time
 
-import pytest
-
 from harness import agqctl, binary, counters, eal_args, memif_vdev, unique_prefix, wait_for
 
 # (job id, worker processes as lists of worker ids, slots, rows, max_width, source)

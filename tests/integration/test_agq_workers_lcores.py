@@ -9,7 +9,6 @@ RESULT checked bit for bit (--verify all), the workers' aggregates
 byte-identical, at 0 % and 1 % loss. Shard steering is exact here: neither
 the switch nor the workers hand a packet to another lcore.
 Multi-process: runs in the Release pass only (its file name says "workers")."""
-import json
 import os
 
 import pytest

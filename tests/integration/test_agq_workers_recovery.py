@@ -12,8 +12,6 @@ import re
 import signal
 import time
 
-import pytest
-
 from harness import accepting, agqctl, binary, eal_args, memif_vdev, run, unique_prefix, wait_for
 
 JOB = 1

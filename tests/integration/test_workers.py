@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from harness import agqctl, binary, counters, eal_args, memif_vdev, unique_prefix, wait_for
+from harness import binary, counters, eal_args, memif_vdev, unique_prefix, wait_for
 
 CONFIG = """[switch]
 pipeline = "classic"

@@ -16,7 +16,7 @@ _build = Path(os.environ.get("AGQ_BUILD_DIR", Path(__file__).resolve().parents[3
 if str(_build / "python") not in sys.path:
     sys.path.insert(0, str(_build / "python"))
 try:
-    import _agq  # noqa: E402
+    import _agq  # noqa: E402,F401 (imported to fail here, with the message below)
 except ImportError as e:  # pragma: no cover - a clear message instead of a bare ImportError
     raise ImportError(f"agq_torch: cannot import the _agq extension from {_build / 'python'} ({e}); build it with "
                       f"`ninja -C build _agq` (needs pybind11-dev, scripts/setup.sh) or set AGQ_BUILD_DIR") from e

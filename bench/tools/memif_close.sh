@@ -1,24 +1,33 @@
 #!/bin/bash
-# memif_close.sh [ROUNDS] -- memif_cycles.sh's capacity ratio for two
-# agq-switch builds against one testpmd io run, in as few seconds as the
-# three runs take, with the vCPU placement probed between every run.
+# memif_close.sh [ROUNDS] -- the memif agq row's capacity ratio (testpmd
+# io's busy cycles per packet over agq-switch's) for two agq-switch builds
+# against one testpmd io run, in as few seconds as the three runs take,
+# with the vCPU placement probed between every run.
 #
-# Why: the row's demanding placement (the vCPUs ~80 ns apart) comes and
-# goes on this host within seconds to a minute; memif_cycles.sh's pair per
-# build (~12 s each, two builds one after the other) kept straddling a
-# change of placement. Here one round is: probe, switch A, probe, testpmd
-# io, probe, switch B, probe, each run with a 2 s generator report (1 s
-# warm-up), ~15 s in all. A ratio counts as measured in a placement only if
-# the probes around its two runs agree with it (the script prints them all;
-# memif_cycles.sh's header says what the costs are).
+# Each device is the memif server of the same generator (bench_gen --reuse
+# on the other CPU, agq DATA of 4 workers x 16 bits at full rate), started
+# afresh. A rate is what the slower of device and generator allows (testpmd
+# io refuses almost nothing, so its rate is the generator's); busy cycles
+# per packet do not depend on who is slower:
+#   - agq-switch: dp.busy_cycles / dp.rx (agqctl counters: the rounds that
+#     received something, first rx call to the round's flush);
+#   - testpmd: --record-core-cycles, its "CPU cycles/packet", printed when
+#     it stops from port statistics a memif peer leaving resets, so it is
+#     stopped while the generator lingers after its report (bench_gen
+#     --linger, as bench/run.py --memif-lean does).
+# The row's demanding placement (the vCPUs ~80 ns apart) comes and goes on
+# this host within seconds to a minute, so one round is short: probe,
+# switch A, probe, testpmd io, probe, switch B, probe, each run with a 2 s
+# generator report (1 s warm-up), ~15 s in all. A ratio counts as measured
+# in a placement only if the probes (bench_xcore one-way ns) around its two
+# runs agree with it; the script prints them all.
 #
 # Env: A, B (build directories with switch/agq-switch, switch/agqctl,
 # bench/bench_gen; default ./build and ./build-pgo/use), XCORE (default
 # ./build/bench/bench_xcore), WORK (default /tmp/agq-close), SECS (the
 # generator's report length, default 2), WARMUP (its warm-up, default 1).
-# bench/README.md, "Session 2026-11-29 (XX)".
 set -u
-[ "${1:-}" = -h ] || [ "${1:-}" = --help ] && { sed -n '2,19p' "$0"; exit 0; }
+case "${1:-}" in -h|--help) sed -n '/^set /q; 2,$p' "$0"; exit 0 ;; esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 a=${A:-$root/build}
 b=${B:-$root/build-pgo/use}
@@ -27,7 +36,7 @@ work=${WORK:-/tmp/agq-close}
 secs=${SECS:-2}
 warmup=${WARMUP:-1}
 mkdir -p "$work"
-. "$root/bench/experiments/memif_setup.sh"  # $work/agq.toml, vdev()
+. "$root/bench/tools/memif_setup.sh"  # $work/agq.toml, vdev()
 eal() { echo "--no-huge -m $1 --no-pci --file-prefix $2 --log-level=warning --no-telemetry"; }
 wait_socks() { for _ in $(seq 120); do [ -S "$work/m0.sock" ] && [ -S "$work/m1.sock" ] && return; sleep 0.1; done; }
 gen() {  # BUILD [ARGS...]: bench_gen in the background, its output in $work/gen.log

@@ -1,5 +1,5 @@
-# Sourced by the memif experiments (callgrind_memif.sh, memif_modes.sh,
-# memif_cycles.sh) with $root (the repository) and $work (a scratch
+# Sourced by the memif tools (callgrind_memif.sh, command_pause.sh,
+# memif_close.sh, memif_cycles.sh) with $root (the repository) and $work (a scratch
 # directory) set: writes $work/agq.toml -- the agq job of
 # `bench/run.py --only memif` (4 workers on port 0, the PS on port 1) -- and
 # defines vdev INDEX ROLE: the memif vdev flag of port INDEX with its

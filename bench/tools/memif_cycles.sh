@@ -16,18 +16,19 @@
 #     (bench_gen --linger, as bench/run.py --memif-lean does).
 # Prints per pair: placement (bench_xcore one-way ns before / after), the
 # switch's rate, both costs, and testpmd's cost over the switch's (the
-# capacity ratio; the row asks >= 0.8). bench/README.md, "Session
-# 2026-11-28 (XII)".
+# capacity ratio; the row asks >= 0.8). A pair takes ~12 s: for the
+# placements that last (vCPUs apart, SMT siblings); memif_close.sh for the
+# brief close ones.
 # Env: BUILD (agq-switch, agqctl, bench_gen; default ./build-pgo/use),
 # XCORE (default ./build/bench/bench_xcore), WORK (default /tmp/agq-cyc).
 set -u
-[ "${1:-}" = -h ] || [ "${1:-}" = --help ] && { sed -n '2,22p' "$0"; exit 0; }
+case "${1:-}" in -h|--help) sed -n '/^set /q; 2,$p' "$0"; exit 0 ;; esac
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD:-$root/build-pgo/use}
 xcore=${XCORE:-$root/build/bench/bench_xcore}
 work=${WORK:-/tmp/agq-cyc}
 mkdir -p "$work"
-. "$root/bench/experiments/memif_setup.sh"  # $work/agq.toml, vdev()
+. "$root/bench/tools/memif_setup.sh"  # $work/agq.toml, vdev()
 eal() { echo "--no-huge -m $1 --no-pci --file-prefix $2 --log-level=warning --no-telemetry"; }
 wait_socks() { for _ in $(seq 120); do [ -S "$work/m0.sock" ] && [ -S "$work/m1.sock" ] && return; sleep 0.25; done; }
 gen() {  # SECS [ARGS...]: bench_gen in the background, its output in $work/gen.log

@@ -6,11 +6,12 @@
 # 4 workers x 16 bits at full rate. Prints the switch's rx/tx counters, the
 # generator's report and, per received packet, the top functions' self
 # instructions (callgrind_annotate --inclusive=no; start-up included, < 1%
-# for 20 s). bench/README.md, "Session 2026-11-27 (V)".
+# for 20 s). Build BINARY with -g (RelWithDebInfo flags) for function names.
 # Env: BUILD (bench_gen and agqctl, default ./build), WORK (default
 # /tmp/agq-cgm), SWITCH_ARGS (more agq-switch options, e.g.
 # --copy-replicas). Needs valgrind (scripts/setup.sh installs it).
 set -eu
+case "${1:-}" in -h|--help) sed -n '/^set /q; 2,$p' "$0"; exit 0 ;; esac
 [ $# -ge 2 ] || { echo "usage: $0 AGQ_SWITCH_BINARY SECS [CALLGRIND_OUT]" >&2; exit 2; }
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${BUILD:-$root/build}
@@ -18,7 +19,7 @@ work=${WORK:-/tmp/agq-cgm}
 bin=$1 secs=$2 out=${3:-$work/callgrind.out}
 mkdir -p "$work"
 rm -f "$work"/m0.sock "$work"/m1.sock "$work"/ctl.sock
-. "$root/bench/experiments/memif_setup.sh"  # $work/agq.toml, vdev()
+. "$root/bench/tools/memif_setup.sh"  # $work/agq.toml, vdev()
 valgrind --tool=callgrind --callgrind-out-file="$out" "$bin" --no-huge -m 1024 --no-pci -l 0 \
   --file-prefix cgm$$ --log-level=warning --no-telemetry "$(vdev 0 server)" "$(vdev 1 server)" -- \
   --config "$work/agq.toml" --ctl-socket "$work/ctl.sock" --idle-sleep-us 0 --quiet ${SWITCH_ARGS:-} > "$work/switch.log" 2>&1 &

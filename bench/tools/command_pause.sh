@@ -11,14 +11,15 @@
 # this VM class's TSC). With CMD set (e.g. CMD="mac list"), agqctl also
 # sends that command CMD_COUNT times (default 20, 0.1 s apart) during the
 # traffic: the operator's reads, which run on the lcore too.
-# bench/README.md, "Session 2026-11-29 (XIX)" and "(XX)".
+# Env: WORK (default /tmp/agq-pause).
 set -u
+case "${1:-}" in -h|--help) sed -n '/^set /q; 2,$p' "$0"; exit 0 ;; esac
 [ $# -ge 2 ] || { echo "usage: $0 SECS BUILD..." >&2; exit 2; }
 secs=$1; shift
 root=$(cd "$(dirname "$0")/../.." && pwd)
 work=${WORK:-/tmp/agq-pause}
 mkdir -p "$work"
-. "$root/bench/experiments/memif_setup.sh"  # $work/agq.toml, vdev()
+. "$root/bench/tools/memif_setup.sh"  # $work/agq.toml, vdev()
 eal() { echo "--no-huge -m $1 --no-pci --file-prefix $2 --log-level=warning --no-telemetry"; }
 printf '%-28s %9s %14s %12s %10s\n' build commands command_cycles us_per_cmd sw_Mpps
 for _ in $(seq "${ROUNDS:-3}"); do
