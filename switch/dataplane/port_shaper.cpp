@@ -6,7 +6,7 @@
 namespace agq::dataplane {
 
 PortShaper::PortShaper(uint16_t port, const ShaperSpec& spec, rte_mempool* copy_pool, uint64_t tsc_hz, uint64_t now)
-    : port_(port), spec_(spec), copy_pool_(copy_pool), bucket_(spec.rate_bps, tsc_hz, spec.burst(), now) {
+    : port_(port), spec_(spec), copy_pool_(copy_pool), bucket_(spec.rate_bps, tsc_hz, spec.burst(), now, spec.catchup()) {
   slots_ = spec.slots();
   uint32_t cap = 1;
   while (cap < slots_) cap <<= 1;

@@ -398,8 +398,7 @@ uint64_t SwitchDataplane::serve_shapers(Lcore& c) {
   uint64_t wait = PortShaper::kEmpty;
   for (auto& sp : c.shapers) {
     PortShaper& s = *sp;
-    if (s.empty()) continue;
-    const uint16_t port = s.port();
+    const uint16_t port = s.port();  // (an empty queue's call only notes that it ran dry)
     const uint64_t w = s.service(now, [&c, port](rte_mbuf** m, uint16_t k) -> uint16_t {
       const uint16_t sent = rte_eth_tx_burst(port, 0, m, k);
       c.counters.tx.add(sent);
