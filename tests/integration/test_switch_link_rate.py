@@ -31,10 +31,7 @@ SRC = bytes.fromhex("020000000001")
 
 CONFIG = f"""
 [switch]
-pipeline = "classic"
-[classic]
-ps_port = 3
-worker_ports = [2]
+pipeline = "agq"
 [l2]
 learning = false
 [[mac]]
@@ -153,6 +150,10 @@ def test_shaped_port_delivers_its_rate_drops_the_excess_and_marks_ect(tmp_path, 
     port1 = [p for p in json.loads(r.stdout) if p["port"] == 1][0]
     assert port1["tx_dropped"] >= q1["dropped_packets"], port1
 
+    # agqctl top shows the queue.
+    r = agqctl(ctl, "top", "--iterations", "1", "--interval", "0.5")
+    assert r.returncode == 0 and "QUEUE" in r.stdout and "NOT-ECT/s" in r.stdout, r.stdout + r.stderr
+
     # The side stream went through whole while the flood ran.
     wait_for(lambda: json.loads(agqctl(ctl, "ports", "--json").stdout)[3]["tx_packets"] >= SIDE_N, 20,
              what="the side stream out of port 3")
@@ -191,3 +192,20 @@ def test_shaped_port_delivers_its_rate_drops_the_excess_and_marks_ect(tmp_path, 
 
     got_side = read_pcap(tmp_path / "out3.pcap")
     assert [f for _, f in got_side] == side, "the unshaped port got the side stream whole, in order"
+
+
+def test_a_bad_link_setting_names_the_file_line_and_field(tmp_path):
+    from harness import run
+    cases = [
+        ("[[port]]\nid = 1\nrate = \"50mbps\"\n", ":6: port[0].rate:", "bits, not bytes"),
+        ("[[port]]\nid = 1\nrate = \"1gbit\"\nqueue = 8\necn_threshold = 8\n", ":8: port[0].ecn_threshold:",
+         "not below the queue"),
+        ("[[port]]\nid = 5\nrate = \"1gbit\"\n", ":5: port[0].id: port 5 does not exist", "(2 ports: 0..1)"),
+    ]
+    for i, (section, where, what) in enumerate(cases):
+        cfg = tmp_path / f"bad{i}.toml"
+        cfg.write_text('[classic]\nps_port = 0\nworker_ports = [1]\n' + section)
+        r = run([binary("agq-switch"), *eal_args(unique_prefix("ratecfg"), "0", ["net_null0", "net_null1"]),
+                 "--", "--config", cfg, "--ctl-socket", tmp_path / f"c{i}.sock"], timeout=60)
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert f"{cfg}{where}" in r.stderr and what in r.stderr, r.stderr
