@@ -209,3 +209,55 @@ def test_a_bad_link_setting_names_the_file_line_and_field(tmp_path):
                  "--", "--config", cfg, "--ctl-socket", tmp_path / f"c{i}.sock"], timeout=60)
         assert r.returncode == 1, r.stdout + r.stderr
         assert f"{cfg}{where}" in r.stderr and what in r.stderr, r.stderr
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far."""
+    import os
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def test_a_slow_link_paces_its_queue_and_its_lcore_sleeps_meanwhile(tmp_path, procs):
+    """200 frames at once into a 1 Mbit/s port: they leave one per frame
+    time (8.2 ms of 1000 + 24 bytes), none dropped, and while the queue
+    waits for credit the lcore sleeps in its idle back-off (its sleeps end
+    at the head's departure) instead of spinning."""
+    n, rate = 200, 1_000_000
+    write_pcap(tmp_path / "burst.pcap", [frame(MAC_A, FLOOD_LEN, 0x02, i) for i in range(n)])
+    cfg = tmp_path / "sw.toml"
+    cfg.write_text('[switch]\npipeline = "agq"\n[[mac]]\nmac = "02:00:00:00:0a:0a"\nport = 1\n'
+                   f'[[port]]\nid = 1\nrate = "1mbit"\nqueue = {n + 50}\n')
+    ctl = tmp_path / "ctl.sock"
+    vdevs = [f"net_pcap0,rx_pcap={tmp_path}/burst.pcap,tx_pcap={tmp_path}/out0.pcap",
+             f"net_pcap1,tx_pcap={tmp_path}/out1.pcap"]
+    sw = procs.start("switch", [binary("agq-switch"), *eal_args(unique_prefix("slow"), "0", vdevs), "--",
+                                "--config", cfg, "--ctl-socket", ctl])
+    wait_for(lambda: accepting(ctl) or not sw.alive(), 30, what="switch up")
+    assert sw.alive(), sw.output()
+    wait_for(lambda: queue_row(ctl, 1)["enqueued_packets"] == n, 20, what="the burst in the queue")
+    c0, cpu0, t0 = counters_json(ctl), cpu_seconds(sw.pid), time.monotonic()
+    time.sleep(1.0)
+    c1, cpu1, t1 = counters_json(ctl), cpu_seconds(sw.pid), time.monotonic()
+    q = queue_row(ctl, 1)
+    assert 0 < q["depth_packets"] < n, q
+    assert c1["dp.idle_sleeps"] - c0["dp.idle_sleeps"] > 50, (c0["dp.idle_sleeps"], c1["dp.idle_sleeps"])
+    # A spinning lcore would take a whole vCPU; a sleeping one a fraction.
+    assert (cpu1 - cpu0) / (t1 - t0) < 0.5, (cpu1 - cpu0, t1 - t0)
+    wait_for(lambda: queue_row(ctl, 1)["dequeued_packets"] == n, 20, what="the queue drained")
+    q = queue_row(ctl, 1)
+    assert q["dropped_packets"] == 0 and q["depth_packets"] == 0, q
+    assert sw.stop() == 0, sw.output()
+    sent = read_pcap(tmp_path / "out1.pcap")
+    assert [struct.unpack("!H", f[18:20])[0] for _, f in sent] == list(range(n)), "all of them, in order"
+    # The first frames go at once (the bucket's 3076 bytes); the rest one
+    # frame time apart.
+    frame_time = (FLOOD_LEN + OVERHEAD) * 8 / rate
+    span = sent[-1][0] - sent[0][0]
+    want = (n - 3) * frame_time
+    assert 0.7 * want < span < 1.3 * want, (span, want)
+    gaps = sorted(b[0] - a[0] for a, b in zip(sent[3:], sent[4:]))
+    assert 0.7 * frame_time < gaps[len(gaps) // 2] < 1.3 * frame_time, gaps[len(gaps) // 2]
+    print(f"1 Mbit/s: {n} frames over {span:.3f} s (want {want:.3f}), median gap {gaps[len(gaps) // 2] * 1e3:.2f} ms "
+          f"(frame time {frame_time * 1e3:.2f}), {c1['dp.idle_sleeps'] - c0['dp.idle_sleeps']} idle sleeps and "
+          f"{(cpu1 - cpu0) / (t1 - t0):.2f} vCPU while it waited")
