@@ -162,6 +162,16 @@ void print_banner(const agq::dataplane::Ports& ports, const agq::dataplane::Swit
     std::string tx;
     if (i.tx_shared && dp.lcore_count() > 1)
       tx = ", tx queue 0 owned by lcore index " + std::to_string(ports.tx_owner(p)) + " (the others hand off)";
+    if (const auto* sh = dp.shaper(p)) {
+      const auto& s = sh->spec();
+      char link[192];
+      std::snprintf(link, sizeof link, ", egress %.6g Mbit/s, queue %llu %s, %s, tx by lcore index %u", double(s.rate_bps) / 1e6,
+                    (unsigned long long)(s.queue_packets ? s.queue_packets : s.queue_bytes),
+                    s.queue_packets ? "packets" : "bytes",
+                    !s.ecn ? "no ECN" : (std::string("ECN above ") + std::to_string(s.ecn_in_bytes ? s.ecn_bytes : s.ecn_packets) + (s.ecn_in_bytes ? " bytes" : " packets")).c_str(),
+                    ports.tx_owner(p));
+      tx = link;
+    }
     std::printf("  port %u: %s (%s), %u rx / %u tx queue%s, steering %s%s\n", unsigned(p), i.name.c_str(),
                 i.driver.c_str(), unsigned(i.rx_queues), unsigned(i.tx_queues), i.tx_queues == 1 ? "" : "s",
                 i.steering.c_str(), tx.c_str());
@@ -232,6 +242,21 @@ int run_switch(const Flags& f) {
   popt.memif_queues = f.memif_queues;
   popt.cancel = &g_stop;  // Ctrl-C while memif clients wait for their server
   dataplane::LoopOptions lopt;
+  // [[port]] links: a shaper each, and mbufs in the pool for its queue.
+  lopt.shapers.assign(nports, dataplane::ShaperSpec{});
+  for (const control::PortLinkEntry& e : cfg.links) {
+    dataplane::ShaperSpec& s = lopt.shapers[e.port];
+    s.rate_bps = e.rate_bps;
+    s.queue_packets = e.queue_packets;
+    s.queue_bytes = e.queue_bytes;
+    s.ecn = e.ecn;
+    s.ecn_packets = e.ecn_packets;
+    s.ecn_bytes = e.ecn_bytes;
+    s.ecn_in_bytes = e.ecn_in_bytes;
+    s.burst_bytes = e.burst_bytes;
+    s.overhead = e.overhead;
+    popt.extra_mbufs += s.slots();
+  }
   lopt.burst = f.burst;
   lopt.tx_batch = f.tx_batch;
   lopt.idle_sleep_us = f.idle_sleep_us;

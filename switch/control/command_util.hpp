@@ -42,6 +42,10 @@ std::string job_command(Pipes& pipes, DataplaneView& dp, const std::vector<std::
 // The drop simulator commands ('drop <port> <rx|tx> <p>|list|clear', commands_drop.cpp).
 std::string drop_command(DataplaneView& dp, const std::vector<std::string>& w, bool json = false);
 
+// The shaped ports' queues ('queues', commands_queues.cpp).
+std::string queues_command(DataplaneView& dp, const std::vector<std::string>& w, bool json = false);
+
+inline constexpr const char* kUsageQueues = "queues";
 inline constexpr const char* kUsageJob =
     "job list | job del <id> | job add <id> workers=<n> slots=<s> rows=<r> [delivery=multicast|ps] "
     "[ps=<port>,<ip>,<mac>] [max_width=<bits>] [lanes=32|16] worker=<id>,<port>,<ip>,<mac> ...";

@@ -65,6 +65,7 @@ constexpr const char* kHelp =
     "        [ps=<port>,<ip>,<mac>] [max_width=<bits>] [lanes=32|16] worker=<id>,<port>,<ip>,<mac> ...\n"
     "                            register an agq job (pipeline agq)\n"
     "job del <id>                remove it and clear its registers\n"
+    "queues                      shaped ports' egress queues: rate, depth, enqueued/dequeued/dropped, ECN marks\n"
     "drop <port> <rx|tx> <p>     drop simulator: drop packets with probability p (0..1)\n"
     "drop list                   drop probabilities and simulated drops per port\n"
     "drop clear                  set every drop probability to 0\n"
@@ -124,6 +125,7 @@ class Interpreter {
     if (cmd == "arp") return arp(w);
     if (cmd == "job") return job_command(pipes_, dp_, w, json_);
     if (cmd == "drop") return drop_command(dp_, w, json_);
+    if (cmd == "queues") return queues_command(dp_, w, json_);
     if (auto* handler = cp.extra_command(cmd)) return (*handler)(w, json_);
     throw CommandError{"unknown command '" + cmd + "' (try 'help')", ""};
   }

@@ -69,7 +69,7 @@ class Loader : public TomlReader {
   explicit Loader(SwitchConfig& cfg) : TomlReader(cfg) {}
 
   void load(const toml::table& root) {
-    check_keys(root, "", {"switch", "classic", "agq", "job", "l2", "route", "mac", "arp_proxy"});
+    check_keys(root, "", {"switch", "classic", "agq", "job", "l2", "route", "mac", "arp_proxy", "port"});
     if (auto* t = table_at(root, "switch")) load_switch(*t);
     if (auto* t = table_at(root, "l2")) load_l2(*t);
     const toml::table* classic = table_at(root, "classic");
@@ -84,6 +84,7 @@ class Loader : public TomlReader {
     load_routes(root);
     load_macs(root);
     load_arp_proxy(root);
+    load_port_sections(*this, root, cfg_);
   }
 
  private:

@@ -45,6 +45,22 @@ struct ArpProxyEntry {
   int line;
 };
 
+// One [[port]]: an egress link rate and queue (conf/README.md "Links with
+// rates"); the dataplane's ShaperSpec is made from it (main.cpp).
+struct PortLinkEntry {
+  tna::PortId port = 0;
+  uint64_t rate_bps = 0;
+  uint32_t queue_packets = 0;  // the queue's limit: frames, or
+  uint64_t queue_bytes = 0;    // bytes (exactly one is nonzero)
+  bool ecn = false;
+  uint32_t ecn_packets = 0;  // mark above this many frames, or
+  uint64_t ecn_bytes = 0;    // bytes
+  bool ecn_in_bytes = false;
+  uint64_t burst_bytes = 0;  // 0: the default (1 ms of the rate)
+  uint16_t overhead = 24;
+  int line = 0;
+};
+
 // One [[job]] of pipeline "agq"; `line` is where its [[job]] header is.
 struct JobEntry {
   pipeline::agq::JobSpec spec;
@@ -66,6 +82,7 @@ struct SwitchConfig {
   std::vector<RouteEntry> routes;
   std::vector<MacEntry> macs;
   std::vector<ArpProxyEntry> arp_proxy;
+  std::vector<PortLinkEntry> links;  // [[port]], at most one per port
   // Every port number the file mentions, with its line and field name, so
   // check_ports can point at the line once DPDK has said how many ports exist.
   struct PortRef {

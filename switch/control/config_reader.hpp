@@ -148,6 +148,8 @@ class TomlReader {
 // [agq] and [[job]] (config_agq.cpp): loads them when the pipeline is
 // "agq", refuses them otherwise.
 void load_agq_sections(TomlReader& r, const toml::table& root, SwitchConfig& cfg);
+// [[port]] (config_ports.cpp): egress rates, queues, ECN thresholds.
+void load_port_sections(TomlReader& r, const toml::table& root, SwitchConfig& cfg);
 // make_program and install_entries for pipeline "agq" (config_agq.cpp).
 std::unique_ptr<pipeline::SwitchProgram> make_agq_program(const SwitchConfig& cfg, tna::ReplicationEngine& pre);
 void install_jobs(const SwitchConfig& cfg, pipeline::SwitchProgram& prog);

@@ -30,6 +30,23 @@ struct PortStatsRow {
   uint64_t rx_packets, rx_bytes, tx_packets, tx_bytes, rx_dropped, tx_dropped;
 };
 
+// One shaped port's egress queue ([[port]] rate/queue/ecn_threshold):
+// its configuration and counters (monotonic since start or the last
+// 'clear ports'; depth now, max_depth since start).
+struct QueueRow {
+  tna::PortId port;
+  uint64_t rate_bps;
+  uint64_t limit;  // frames, or bytes when limit_in_bytes
+  bool limit_in_bytes;
+  bool ecn;
+  uint64_t ecn_threshold;  // frames, or bytes when ecn_in_bytes
+  bool ecn_in_bytes;
+  uint64_t burst_bytes;
+  uint64_t depth_packets, depth_bytes, max_depth_packets, max_depth_bytes;
+  uint64_t enqueued_packets, enqueued_bytes, dequeued_packets, dequeued_bytes, dropped_packets, dropped_bytes;
+  uint64_t ecn_marked, ecn_not_ect, ecn_unmarkable;
+};
+
 enum class SimDirection : uint8_t { Rx, Tx };
 
 // The drop simulator's state on one port.
@@ -59,6 +76,8 @@ class DataplaneView {
   virtual uint16_t boot_epoch() { return 0; }
   // Queue pairs of every memif port (the rings a memif client connects with).
   virtual uint16_t memif_queues() { return 1; }
+  // The shaped ports' queues, by port number.
+  virtual std::vector<QueueRow> queues() { return {}; }
   // Learned MACs the lcores reported since the last call (MAC digests).
   virtual std::vector<tna::MacDigest> take_mac_digests() { return {}; }
 };

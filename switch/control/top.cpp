@@ -30,7 +30,7 @@ Json ask(const std::string& socket, const std::string& line) {
 // One sample of everything top shows.
 struct Sample {
   std::chrono::steady_clock::time_point at;
-  Json ports, counters, jobs, meter;
+  Json ports, counters, jobs, meter, queues;
 };
 
 Sample take(const std::string& socket) {
@@ -39,6 +39,7 @@ Sample take(const std::string& socket) {
   s.counters = ask(socket, "counters");
   s.jobs = ask(socket, "job list");
   s.meter = ask(socket, "meter");
+  s.queues = ask(socket, "queues");
   s.at = std::chrono::steady_clock::now();
   return s;
 }
@@ -90,6 +91,28 @@ std::string render(const Sample& a, const Sample& b, const std::string& socket, 
            rate(per_s(u(n, "tx_dropped"), u(o, "tx_dropped"), dt))});
   }
   out += p.render() + "\n";
+
+  // Shaped ports' egress queues ([[port]] rate): depth now, rates over the interval.
+  if (!b.queues.empty()) {
+    Columns q;
+    q.row({"QUEUE", "RATE bit/s", "DEPTH pkt", "DEPTH B", "MAX pkt", "IN pkt/s", "OUT pkt/s", "OUT bit/s", "DROP/s",
+           "ECN CE/s", "NOT-ECT/s"});
+    for (size_t i = 0; i < b.queues.size(); ++i) {
+      const Json& n = b.queues[i];
+      const Json* op = &n;
+      for (const auto& x : a.queues)
+        if (u(x, "port") == u(n, "port")) op = &x;
+      const Json& o = *op;
+      q.row({u(n, "port"), rate(double(u(n, "rate_bps"))), u(n, "depth_packets"), u(n, "depth_bytes"),
+             u(n, "max_depth_packets"), rate(per_s(u(n, "enqueued_packets"), u(o, "enqueued_packets"), dt)),
+             rate(per_s(u(n, "dequeued_packets"), u(o, "dequeued_packets"), dt)),
+             rate(8 * per_s(u(n, "dequeued_bytes"), u(o, "dequeued_bytes"), dt)),
+             rate(per_s(u(n, "dropped_packets"), u(o, "dropped_packets"), dt)),
+             rate(per_s(u(n, "ecn_marked"), u(o, "ecn_marked"), dt)),
+             rate(per_s(u(n, "ecn_not_ect"), u(o, "ecn_not_ect"), dt))});
+    }
+    out += q.render() + "\n";
+  }
 
   Columns j;
   j.row({"JOB", "N", "LANES", "RESULTS/s", "ELEMENTS/s", "RESENT/s", "FALLBACK/s", "TO_PS/s", "WIDTHS (bits: share)"});

@@ -35,6 +35,18 @@ class IdleBackoff {
     return true;
   }
 
+  // idle(), with the sleep ending after at most `cap_us` (the switch's
+  // shaped queues: their head's departure); cap 0 pauses without sleeping.
+  bool idle(uint32_t cap_us) {
+    if (max_us_ == 0 || ++empty_polls_ < polls_before_sleep_ || cap_us == 0) {
+      rte_pause();
+      return false;
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(std::min(sleep_us_, cap_us)));
+    sleep_us_ = std::min(sleep_us_ * 2, max_us_);
+    return true;
+  }
+
  private:
   uint32_t max_us_;
   uint32_t polls_before_sleep_;

@@ -38,7 +38,9 @@ struct SwitchDataplane::Lcore {
   const tna::ReplicationEngine* pre = nullptr;
   std::vector<RxQueue> rxq;
   std::unique_ptr<TxPort[]> tx;        // by port
-  std::vector<uint16_t> owned_tx;      // shared ports whose only tx queue this lcore owns
+  std::vector<uint16_t> owned_tx;      // shared ports whose only tx queue this lcore owns, and shaped ports
+  // The queues of the shaped ports this lcore transmits (port_shaper.hpp).
+  std::vector<std::unique_ptr<PortShaper>> shapers;
   unsigned memif_off = 0;              // rx queues switched off for lack of a client ring
   std::vector<uint8_t> link_was_down;  // by port: seen down since a queue was switched off
   rte_ring* inbox = nullptr;           // hand-off from the other lcores (multi-producer)

@@ -14,6 +14,7 @@ class Counter {
  public:
   void add(uint64_t n) { v_.store(v_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed); }
   uint64_t get() const { return v_.load(std::memory_order_relaxed); }
+  void set(uint64_t n) { v_.store(n, std::memory_order_relaxed); }  // a gauge (queue depth)
 
  private:
   std::atomic<uint64_t> v_{0};

@@ -106,9 +106,26 @@ void SwitchDataplane::setup(control::Pipes& pipes) {
     // every instance). One instance learns directly, at once.
     if (L > 1) c.sprog->set_mac_digest_sink(&c.sink);
   }
+  // A shaped port is transmitted by one lcore, as a port with a single tx
+  // queue is: the others hand it their packets through its ring. So the
+  // port has one queue and one token bucket, at the link's full rate
+  // whichever lcores the traffic comes from, and the ECN threshold sees
+  // the port's real depth. (Splitting the rate as rate/L per lcore would
+  // give a flow that one lcore carries -- any ordinary flow from a
+  // single-queue port -- 1/L of the link; one bucket shared by the lcores
+  // would be an atomic read-modify-write per packet.) Only shaped traffic
+  // pays the hand-off, and its rate is the link's.
+  shapers_.assign(nports, nullptr);
+  for (uint16_t p = 0; p < nports; ++p) {
+    if (!shaped(p)) continue;
+    Lcore& owner = *lcores_[ports_.tx_owner(p)];
+    owner.shapers.push_back(
+        std::make_unique<PortShaper>(p, opt_.shapers[p], ports_.pool(), rte_get_tsc_hz(), rte_rdtsc()));
+    shapers_[p] = owner.shapers.back().get();
+  }
   tx_rings_.assign(nports, nullptr);
   for (uint16_t p = 0; p < nports; ++p) {
-    if (!ports_.info(p).tx_shared || L == 1) continue;
+    if ((!ports_.info(p).tx_shared && !shaped(p)) || L == 1) continue;
     const unsigned owner = ports_.tx_owner(p);
     tx_rings_[p] = rte_ring_create(("agq_tx" + std::to_string(p)).c_str(), kHandoffRing,
                                    int(rte_lcore_to_socket_id(lcores_[owner]->lcore_id)), RING_F_SC_DEQ);
@@ -121,11 +138,17 @@ void SwitchDataplane::setup(control::Pipes& pipes) {
     for (uint16_t p = 0; p < nports; ++p) {
       TxPort& t = c.tx[p];
       t.port = p;
-      t.queue = ports_.tx_queue(p, c.index);
+      // A shaped port's owner sends on queue 0, which every port has.
+      t.queue = shaped(p) ? 0 : ports_.tx_queue(p, c.index);
       t.cap = opt_.tx_batch;
       t.counters = &c.counters;
       if (tx_rings_[p] && ports_.tx_owner(p) != c.index) t.handoff = tx_rings_[p];
-      t.copies_out = opt_.reuse_replicas && c.prog->egress_reapplies() && copies_out_at_tx(ports_.info(p).driver);
+      if (shaped(p) && ports_.tx_owner(p) == c.index)
+        for (auto& sh : c.shapers)
+          if (sh.get() == shapers_[p]) t.shaper = sh.get();
+      // A shaper keeps frames past the send: no in-place replicas there.
+      t.copies_out = opt_.reuse_replicas && c.prog->egress_reapplies() && copies_out_at_tx(ports_.info(p).driver) &&
+                     !shaped(p);
       if (t.copies_out && !c.lender)
         c.lender = std::make_unique<FrameLender>(ports_.pool(), "agq_lend" + std::to_string(c.index));
     }
@@ -138,7 +161,7 @@ void SwitchDataplane::setup(control::Pipes& pipes) {
   fallback_tx_.assign(nports, nullptr);
   for (uint16_t p = 0; p < nports; ++p) {
     const PortInfo& pi = ports_.info(p);
-    if (pi.driver != "net_memif" || pi.rx_queues < 2 || pi.tx_shared || L == 1) continue;
+    if (pi.driver != "net_memif" || pi.rx_queues < 2 || pi.tx_shared || shaped(p) || L == 1) continue;
     fallback_tx_[p] = rte_ring_create(("agq_fb" + std::to_string(p)).c_str(), kHandoffRing,
                                       int(rte_lcore_to_socket_id(lcores_[0]->lcore_id)), RING_F_SC_DEQ);
     if (!fallback_tx_[p]) throw std::runtime_error("tx fallback ring: " + std::string(rte_strerror(rte_errno)));
@@ -181,6 +204,7 @@ void SwitchDataplane::release() {
       }
     rte_pktmbuf_free_bulk(c->spare.data(), c->nspare);
     c->nspare = 0;
+    c->shapers.clear();  // frees what they still queue
     drain(c->inbox);
     c->inbox = nullptr;
     rte_ring_free(c->digests);
@@ -256,6 +280,7 @@ int SwitchDataplane::loop(Lcore& c) {
   if (opt_.idle_sleep_us) prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
   IdleBackoff idle(opt_.idle_sleep_us, opt_.idle_polls);
   TscClock clock(rte_get_tsc_hz(), rte_rdtsc());  // the packets' stamp, from round_start
+  const uint64_t cycles_per_us = std::max<uint64_t>(1, rte_get_tsc_hz() / 1000000);
   // Online from here to the last flush: an unmap of port memory (a memif
   // peer leaving) waits until this lcore is between rounds (port_readers.hpp).
   PortReader reader;
@@ -317,11 +342,19 @@ int SwitchDataplane::loop(Lcore& c) {
       // Full batches already left inside send(); flushing the rest here
       // bounds latency to one round, so no drain timer is needed.
       flush_all(c);
+      if (unlikely(!c.shapers.empty())) serve_shapers(c);
       c.counters.busy_cycles.add(rte_rdtsc() - round_start);
       c.counters.busy_rounds.add(1);
       idle.reset();
-    } else if (idle.idle()) {
-      c.counters.idle_sleeps.add(1);
+    } else if (likely(c.shapers.empty())) {
+      if (idle.idle()) c.counters.idle_sleeps.add(1);
+    } else {
+      // Nothing came, but a shaped queue may hold frames waiting for
+      // credit: the round is idle all the same (the back-off goes on), and
+      // a sleep ends no later than the head's departure.
+      const uint64_t wait = serve_shapers(c);
+      const uint32_t cap = wait == PortShaper::kEmpty ? ~0u : uint32_t(std::min<uint64_t>(wait / cycles_per_us, ~0u));
+      if (idle.idle(cap)) c.counters.idle_sleeps.add(1);
     }
   }
   flush_all(c);
@@ -342,6 +375,10 @@ bool SwitchDataplane::drain_shared_tx(Lcore& c) {
     const uint16_t n = uint16_t(rte_ring_dequeue_burst(r, reinterpret_cast<void**>(pkts), opt_.burst, nullptr));
     if (n == 0) continue;
     any = true;
+    if (PortShaper* sh = c.tx[p].shaper) {
+      sh->enqueue(pkts, n);
+      continue;
+    }
     const uint16_t sent = rte_eth_tx_burst(p, 0, pkts, n);
     c.counters.tx.add(sent);
     if (sent < n) {
@@ -351,6 +388,25 @@ bool SwitchDataplane::drain_shared_tx(Lcore& c) {
     }
   }
   return any;
+}
+
+// The shaped ports this lcore transmits: what their credit allows goes to
+// their tx queue 0. Returns the cycles until the first head may leave
+// (PortShaper::kEmpty: every queue is empty).
+uint64_t SwitchDataplane::serve_shapers(Lcore& c) {
+  const uint64_t now = rte_rdtsc();
+  uint64_t wait = PortShaper::kEmpty;
+  for (auto& sp : c.shapers) {
+    PortShaper& s = *sp;
+    const uint16_t port = s.port();  // (an empty queue's call only notes that it ran dry)
+    const uint64_t w = s.service(now, [&c, port](rte_mbuf** m, uint16_t k) -> uint16_t {
+      const uint16_t sent = rte_eth_tx_burst(port, 0, m, k);
+      c.counters.tx.add(sent);
+      return sent;
+    });
+    wait = std::min(wait, w);
+  }
+  return wait;
 }
 
 // Rx side of one burst, in one pass: linearize (rare), and with several
@@ -631,7 +687,7 @@ bool SwitchDataplane::check_memif_ring(Lcore& c, RxQueue& q, rte_mbuf** pkts, ui
   ++c.memif_off;
   c.link_was_down.assign(ports_.count(), 0);
   // Lcore i transmits on queue i: without ring i, through lcore 0.
-  if (q.queue == c.index && c.index != 0) {
+  if (q.queue == c.index && c.index != 0 && fallback_tx_[q.port]) {  // (a shaped port sends on queue 0 already)
     c.tx[q.port].flush();
     c.tx[q.port].handoff = fallback_tx_[q.port];
   }
@@ -661,8 +717,10 @@ void SwitchDataplane::rearm_memif_queues(Lcore& c) {
     q.off = false;
     q.verify = true;
     --c.memif_off;
-    c.tx[q.port].flush();
-    c.tx[q.port].handoff = nullptr;
+    if (fallback_tx_[q.port]) {
+      c.tx[q.port].flush();
+      c.tx[q.port].handoff = nullptr;
+    }
   }
 }
 
@@ -732,7 +790,12 @@ uint64_t SwitchDataplane::tx_dropped(uint16_t port) const {
   uint64_t n = 0;
   for (const auto& c : lcores_)
     if (port < ports_.count()) n += c->tx[port].dropped.get();
+  if (const PortShaper* s = shaper(port)) n += s->stats().dropped_packets;
   return n;
+}
+
+const PortShaper* SwitchDataplane::shaper(uint16_t port) const {
+  return port < shapers_.size() ? shapers_[port] : nullptr;
 }
 
 }  // namespace agq::dataplane

@@ -32,6 +32,7 @@
 #include "dataplane/command_rings.hpp"
 #include "dataplane/drop_sim.hpp"
 #include "dataplane/lcore_counters.hpp"
+#include "dataplane/port_shaper.hpp"
 #include "dataplane/ports.hpp"
 #include "tna/pre.hpp"
 #include "tna/program.hpp"
@@ -50,6 +51,10 @@ struct LoopOptions {
   // member, on ports whose driver copies a frame out inside tx_burst
   // (TxPort::copies_out); false: a buffer per replica everywhere.
   bool reuse_replicas = true;
+  // By port (missing or rate 0: not shaped): an egress rate and queue
+  // (port_shaper.hpp). A shaped port's tx is funnelled to one lcore, which
+  // holds its queue and sends on its tx queue 0 (setup()).
+  std::vector<ShaperSpec> shapers;
 };
 
 class SwitchDataplane {
@@ -110,8 +115,12 @@ class SwitchDataplane {
   // Sums over lcores, monotonic (clearing is the reader's business), in
   // LcoreCounters::for_each order.
   std::vector<std::pair<std::string, uint64_t>> totals() const;
-  // Software tx drops on one port, over all lcores.
+  // Software tx drops on one port, over all lcores (its shaper's tail
+  // drops included).
   uint64_t tx_dropped(uint16_t port) const;
+  // A shaped port's queue (nullptr: not shaped); its stats() may be read
+  // from any thread.
+  const PortShaper* shaper(uint16_t port) const;
 
   // The drop simulator's probabilities (set by the control thread at any
   // time) and its drops on one port and direction, over all lcores.
@@ -151,6 +160,8 @@ class SwitchDataplane {
   bool check_memif_ring(Lcore& c, RxQueue& q, rte_mbuf** pkts, uint16_t n, uint32_t reset_seq);
   void rearm_memif_queues(Lcore& c);
   bool drain_shared_tx(Lcore& c);
+  uint64_t serve_shapers(Lcore& c);
+  bool shaped(uint16_t port) const { return port < opt_.shapers.size() && opt_.shapers[port].shaped(); }
   void flush_all(Lcore& c);
 
   Ports& ports_;
@@ -160,6 +171,7 @@ class SwitchDataplane {
   std::vector<std::unique_ptr<Lcore>> lcores_;  // by rte_lcore_index
   std::vector<rte_ring*> tx_rings_;             // by port: to a shared tx queue's owner
   std::vector<rte_ring*> fallback_tx_;          // by port (multi-queue memif): to lcore 0, which owns queue 0
+  std::vector<const PortShaper*> shapers_;      // by port, owned by the owner lcore
   std::unique_ptr<CommandRings> commands_;
   const std::atomic<bool>* stop_ = nullptr;
   std::atomic<uint32_t> stats_reset_seq_{0};  // odd while reset_port_stats() runs

@@ -42,6 +42,9 @@ void SwitchView::clear_port_stats() {
   base_ = dp_.totals();
   tx_dropped_base_.assign(ports_.count(), 0);
   for (uint16_t p = 0; p < ports_.count(); ++p) tx_dropped_base_[p] = dp_.tx_dropped(p);
+  queue_base_.assign(ports_.count(), ShaperStats{});
+  for (uint16_t p = 0; p < ports_.count(); ++p)
+    if (const PortShaper* q = dp_.shaper(p)) queue_base_[p] = q->stats();
   sim_base_.assign(size_t(ports_.count()) * 2, 0);
   for (uint16_t p = 0; p < ports_.count(); ++p)
     for (SimDir d : {SimDir::Rx, SimDir::Tx}) sim_base_[DropSim::index(p, d)] = dp_.sim_drops(p, d);
@@ -80,6 +83,56 @@ void SwitchView::visit_counters(const tna::CounterVisitor& v) {
     v(prefix + ".rx", sim_drops(p, SimDir::Rx));
     v(prefix + ".tx", sim_drops(p, SimDir::Tx));
   }
+  // The shaped ports' queues (only those): as 'queues' shows them.
+  for (const control::QueueRow& q : queues()) {
+    const std::string prefix = "dp.queue." + std::to_string(q.port) + ".";
+    v(prefix + "depth_packets", q.depth_packets);
+    v(prefix + "depth_bytes", q.depth_bytes);
+    v(prefix + "max_depth_packets", q.max_depth_packets);
+    v(prefix + "enqueued_packets", q.enqueued_packets);
+    v(prefix + "enqueued_bytes", q.enqueued_bytes);
+    v(prefix + "dequeued_packets", q.dequeued_packets);
+    v(prefix + "dequeued_bytes", q.dequeued_bytes);
+    v(prefix + "dropped_packets", q.dropped_packets);
+    v(prefix + "dropped_bytes", q.dropped_bytes);
+    v(prefix + "ecn_marked", q.ecn_marked);
+    v(prefix + "ecn_not_ect", q.ecn_not_ect);
+  }
+}
+
+std::vector<control::QueueRow> SwitchView::queues() {
+  std::vector<control::QueueRow> rows;
+  for (uint16_t p = 0; p < ports_.count(); ++p) {
+    const PortShaper* q = dp_.shaper(p);
+    if (!q) continue;
+    const ShaperSpec& sp = q->spec();
+    const ShaperStats s = q->stats();
+    const ShaperStats b = p < queue_base_.size() ? queue_base_[p] : ShaperStats{};
+    control::QueueRow r{};
+    r.port = p;
+    r.rate_bps = sp.rate_bps;
+    r.limit_in_bytes = sp.queue_packets == 0;
+    r.limit = r.limit_in_bytes ? sp.queue_bytes : sp.queue_packets;
+    r.ecn = sp.ecn;
+    r.ecn_in_bytes = sp.ecn_in_bytes;
+    r.ecn_threshold = sp.ecn_in_bytes ? sp.ecn_bytes : sp.ecn_packets;
+    r.burst_bytes = sp.burst();
+    r.depth_packets = s.depth_packets;
+    r.depth_bytes = s.depth_bytes;
+    r.max_depth_packets = s.max_depth_packets;
+    r.max_depth_bytes = s.max_depth_bytes;
+    r.enqueued_packets = s.enqueued_packets - b.enqueued_packets;
+    r.enqueued_bytes = s.enqueued_bytes - b.enqueued_bytes;
+    r.dequeued_packets = s.dequeued_packets - b.dequeued_packets;
+    r.dequeued_bytes = s.dequeued_bytes - b.dequeued_bytes;
+    r.dropped_packets = s.dropped_packets - b.dropped_packets;
+    r.dropped_bytes = s.dropped_bytes - b.dropped_bytes;
+    r.ecn_marked = s.ecn_marked - b.ecn_marked;
+    r.ecn_not_ect = s.ecn_not_ect - b.ecn_not_ect;
+    r.ecn_unmarkable = s.ecn_unmarkable - b.ecn_unmarkable;
+    rows.push_back(r);
+  }
+  return rows;
 }
 
 std::string format_port_stats(const std::vector<control::PortStatsRow>& rows) {

@@ -32,6 +32,8 @@ class SwitchView final : public control::DataplaneView {
   uint16_t boot_epoch() override { return epoch_; }
   uint16_t memif_queues() override { return ports_.options().memif_queues; }
   std::vector<tna::MacDigest> take_mac_digests() override { return dp_.take_mac_digests(); }
+  // The shaped ports' queues, counters minus the last clear's baseline.
+  std::vector<control::QueueRow> queues() override;
 
  private:
   const Ports& ports_;
@@ -40,6 +42,7 @@ class SwitchView final : public control::DataplaneView {
   std::vector<std::pair<std::string, uint64_t>> base_;  // totals at the last clear
   std::vector<uint64_t> tx_dropped_base_;                // per port
   std::vector<uint64_t> sim_base_;                       // per DropSim::index
+  std::vector<ShaperStats> queue_base_;                  // per port
   uint64_t sim_drops(uint16_t port, SimDir d) const;      // minus the baseline
 };
 

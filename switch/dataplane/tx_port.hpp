@@ -6,11 +6,13 @@
 // tail-dropping switch queue, and never blocks the lcore.
 #pragma once
 
+#include <rte_branch_prediction.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 
 #include "dataplane/lcore_counters.hpp"
+#include "dataplane/port_shaper.hpp"
 
 namespace agq::dataplane {
 
@@ -22,6 +24,7 @@ struct TxPort {
   uint16_t cap = 32;               // flush when this many are queued
   uint16_t n = 0;
   rte_ring* handoff = nullptr;     // non-null: the port's tx queue belongs to another lcore
+  PortShaper* shaper = nullptr;    // non-null: a shaped port this lcore transmits (its queue, not tx_burst)
   // The driver copies a frame out during tx_burst and gives the mbuf back
   // (memif, pcap, af_packet, null), so a multicast original may be
   // rewritten for the next member once sent (replicate_in_place). Cleared
@@ -68,6 +71,9 @@ struct TxPort {
     if (handoff) {
       sent = uint16_t(rte_ring_enqueue_burst(handoff, reinterpret_cast<void**>(m), k, nullptr));
       counters->tx_handoff.add(sent);
+    } else if (unlikely(shaper != nullptr)) {
+      shaper->enqueue(m, k);  // queued or counted as its drops
+      return;
     } else {
       sent = rte_eth_tx_burst(port, queue, m, k);
       counters->tx.add(sent);

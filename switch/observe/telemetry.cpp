@@ -32,6 +32,9 @@ constexpr Command kCommands[] = {
     {"/agq/macs", "mac list", 0, 0, "MAC table. Takes no parameters"},
     {"/agq/arp", "arp list", 0, 0, "ARP proxy entries. Takes no parameters"},
     {"/agq/drops", "drop list", 0, 0, "Drop simulator per port. Takes no parameters"},
+    {"/agq/queues", "queues", 0, 0,
+     "Shaped ports' egress queues (rate, depth, enqueued/dequeued/dropped, ECN marks), one array per column. "
+     "Takes no parameters"},
     {"/agq/captures", "capture list", 0, 0, "Running packet captures. Takes no parameters"},
 };
 // A dump of more rows would not fit telemetry's 256 dict entries... nor its
