@@ -393,6 +393,16 @@ class Rack:
         self.close()
 
 
+def job_endpoint(sw: Proc, timeout: float = 20) -> tuple[str, str]:
+    """(ip, port) of the job endpoint a switch started with --job-listen
+    printed (port 0 in the flag: the one the kernel chose)."""
+    m = wait_for(lambda: re.search(r"job endpoint .* on tcp:([\d.]+):(\d+)", sw.output()) or not sw.alive(),
+                 timeout, what="job endpoint line")
+    if m is True:
+        raise RuntimeError(f"agq-switch died:\n{sw.output()[-3000:]}")
+    return m.group(1), m.group(2)
+
+
 def _exit_on_signal(signum, frame):
     # SystemExit unwinds through every `with Rack(...)` and then atexit.
     raise SystemExit(128 + signum)

@@ -1,14 +1,16 @@
 """An agq job in the rack rig (rack.py): the PS and two agq-worker
 processes, each in its own host (network namespace) on a net_af_packet port
 of its host's link, agq-switch on kernel-facing ports of the other ends.
-The workers take their job from the switch (--switch-ctl); every RESULT is
-checked bit for bit (--verify all) and both workers hold the same aggregate."""
+The workers and the PS take their job from the switch's read-only job
+endpoint over the rack's management network (--switch-ctl tcp:HOST:PORT),
+as hosts on other machines would; every RESULT is checked bit for bit
+(--verify all) and both workers hold the same aggregate."""
 import json
 import os
 import signal
 
 from harness import binary, counters, wait_for
-from rack import Rack, leftovers
+from rack import Rack, job_endpoint, leftovers
 
 ELEMENTS, ROUNDS = 32 * 1000, 2
 
@@ -55,8 +57,10 @@ def run_job(rack, tmp_path, ctl_arg):
 
 
 def test_agq_job_two_workers_and_ps_in_their_own_hosts(tmp_path):
-    with Rack(3, tmp_path) as rack:
-        rack.start_switch(jobs=rack.job_toml(1, workers=[0, 1], ps=2))
-        run_job(rack, tmp_path, str(rack.ctl))
+    with Rack(3, tmp_path, mgmt=True) as rack:
+        sw = rack.start_switch(jobs=rack.job_toml(1, workers=[0, 1], ps=2),
+                               args=["--job-listen", f"{rack.mgmt_root_ip}:0"])
+        ip, port = job_endpoint(sw)
+        run_job(rack, tmp_path, f"tcp:{ip}:{port}")
         tag = rack.tag
     assert leftovers(tag) == []

@@ -17,6 +17,7 @@
 #include "app/link_watch.hpp"
 #include "app/mbuf_frame_io.hpp"
 #include "app/poll_loop.hpp"
+#include "app/ps_address_check.hpp"
 #include "dataplane/idle_backoff.hpp"
 #include "app/run.hpp"
 #include "lib/agq_ps_engine.hpp"
@@ -521,7 +522,13 @@ int run_agq_ps(const Options& o, Ports& ports) {
     std::fprintf(stderr, "agq-worker: %s\n", err.c_str());
     return 2;
   }
-  poll_loop(eng, ports, o, "ps");
+  PsAddressCheck<AgqPsEngine> checked(eng, o.agq.job_id, pc.have_self ? pc.self : agq_ps_endpoint(o.agq.job_id),
+                                       o.from_switch);
+  poll_loop(checked, ports, o, "ps");
+  if (!checked.error().empty()) {
+    std::fprintf(stderr, "agq-worker: %s\n", checked.error().c_str());
+    return 2;
+  }
   // The agq PS serves until it is stopped: SIGINT/SIGTERM is its normal end.
   const AgqPsStats& s = eng.stats();
   const Counters& c = eng.counters();
