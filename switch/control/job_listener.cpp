@@ -106,6 +106,7 @@ bool JobListener::take(Bucket& b, double rate, double burst, uint64_t now_ms) {
 }
 
 void JobListener::on_poll(const pollfd* fds, std::size_t n, uint64_t now_ms) {
+  now_ms_ = now_ms;
   // fds[0] is the listener, then one entry per connection in conns_ order
   // (add_fds); connections accepted below are polled from the next round on.
   const std::size_t open = std::min(n ? n - 1 : 0, conns_.size());
@@ -240,6 +241,9 @@ void JobListener::flush(Conn& c) {
   }
   ::shutdown(c.fd, SHUT_WR);
   c.phase = Conn::Phase::Draining;
+  // A client that keeps its end open after the answer holds a connection
+  // slot for 250 ms at most.
+  c.deadline_ms = std::min(c.deadline_ms, now_ms_ + 250);
   drain(c);
 }
 

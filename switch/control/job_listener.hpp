@@ -102,6 +102,7 @@ class JobListener {
   int listen_fd_ = -1;
   sockaddr_in bound_{};
   std::vector<Conn> conns_;
+  uint64_t now_ms_ = 0;  // of the current on_poll
   Bucket global_;
   std::map<uint32_t, Bucket> clients_;
   Counters c_;
