@@ -181,6 +181,16 @@ def cleanup_stale() -> list[str]:
     return removed
 
 
+def _unused_tag() -> str:
+    # Never one a live rack (or its leftovers) has: close() removes every
+    # name with its tag.
+    for _ in range(100):
+        tag = uuid.uuid4().hex[:4]
+        if not leftovers(tag) and not (STATE_DIR / f"{tag}.json").exists():
+            return tag
+    raise RuntimeError("no unused rack tag (scripts/rack.sh list)")
+
+
 class Host:
     def __init__(self, rack: "Rack", index: int):
         self.rack, self.index = rack, index
@@ -224,7 +234,7 @@ class Rack:
         self.k, self.workdir, self.mgmt, self.subnet = k, Path(workdir), mgmt, subnet
         self.requested_driver, self.driver = driver, None
         self.persistent = persistent
-        self.tag = tag or uuid.uuid4().hex[:4]
+        self.tag = tag or _unused_tag()
         self.procs = Processes(self.workdir)
         self.switch: Proc | None = None
         self.ctl = self.workdir / "ctl.sock"
@@ -426,7 +436,7 @@ def _main(argv):
     sub.add_parser("cleanup")
     a = ap.parse_args(argv)
     if a.cmd == "up":
-        tag = uuid.uuid4().hex[:4]
+        tag = _unused_tag()
         wd = Path(a.dir or f"/tmp/agq-rack-{tag}")
         wd.mkdir(parents=True, exist_ok=True)
         rack = Rack(a.hosts, wd, driver=a.driver, mgmt=a.mgmt, persistent=True, tag=tag)

@@ -4,7 +4,9 @@ management network: `job get ID --json` answers the control socket's
 document; garbage, oversized, silent and state-changing requests get one
 clear error line each and change nothing; the per-client request rate is
 bounded. A PS started with its own flags next to a job whose ps_ip differs
-stops with an error naming ps_ip instead of answering into the void."""
+stops with an error naming ps_ip instead of answering into the void; a
+worker on its default address that gets no reply names the address it sent
+with."""
 import json
 import re
 import signal
@@ -139,5 +141,12 @@ def test_ps_with_its_own_flags_and_another_ps_ip_names_the_field(tmp_path):
                 f"10.128.1.254 (its default address: no --switch-ctl/--job-file)") in ps.output(), ps.output()
         for w in ws:
             w.stop(signal.SIGINT)
+        # A worker with its own flags: its default address is not in the job's worker table.
+        w = agq_worker(rack, rack.hosts[0], "own", ["--job-id", "1", "--workers", "2", "--slots", "32", "--ids", "0",
+                                                     "--elements", 3200, "--rounds", 1, "--reply-timeout", "2"])
+        assert w.wait(30) == 3, w.output()[-2000:]
+        assert ("agq-worker: worker 0 sent as ip 10.128.1.1, mac 02:00:01:00:01:01 (its default address: no "
+                "--switch-ctl/--job-file); a switch whose job 1 lists another ip, mac or port for worker 0 drops its "
+                "DATA") in w.output(), w.output()[-2000:]
         tag = rack.tag
     assert leftovers(tag) == []
