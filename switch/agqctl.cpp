@@ -36,7 +36,8 @@ int top(const std::string& socket, const std::vector<std::string>& words) {
 int main(int argc, char** argv) {
   CLI::App app{"agqctl: talk to a running agq-switch (try: agqctl help)"};
   std::string socket = agq::control::kDefaultCtlSocket;
-  app.add_option("--socket", socket, "control socket of the switch (its --ctl-socket)")
+  app.add_option("--socket", socket, "control socket of the switch (its --ctl-socket), or tcp:HOST:PORT: its read-only job endpoint "
+                 "(--job-listen), which answers only 'job get ID --json'")
       ->envname("AGQ_CTL_SOCKET")
       ->capture_default_str();
   bool json = false;

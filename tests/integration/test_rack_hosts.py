@@ -3,9 +3,10 @@ network namespace behind a kernel-facing DPDK port of agq-switch, ping and
 move 4 MB over TCP through the switch; the bytes are checked on the far
 side. ARP is answered by the switch's ARP proxy (the rig's host table)."""
 import hashlib
-import sys
 
-from harness import counters
+import pytest
+
+from harness import counters, wait_for
 from rack import Rack, leftovers
 
 PY = "/usr/bin/python3"
@@ -29,10 +30,14 @@ s = socket.create_connection((sys.argv[1], 5201), timeout=20); s.sendall(data); 
 SIZE = 4 << 20
 
 
-def test_ping_and_tcp_between_two_hosts(tmp_path):
-    with Rack(2, tmp_path) as rack:
+@pytest.mark.parametrize("driver", ["auto", "af_packet"])
+def test_ping_and_tcp_between_two_hosts(tmp_path, driver):
+    with Rack(2, tmp_path, driver=driver) as rack:
         a, b = rack.hosts
         sw = rack.start_switch()
+        # auto: net_af_xdp on the switch's ends (agq-switch links it), af_packet when asked.
+        assert rack.driver == ("af_xdp" if driver == "auto" else "af_packet"), sw.output()
+        assert f"(net_{rack.driver})" in sw.output(), sw.output()
         r = a.run(["ping", "-c", "3", "-i", "0.2", "-W", "2", b.ip])
         assert r.returncode == 0, r.stdout + r.stderr + sw.output()
         # The switch answered the ARP request itself (ARP proxy), no flooding needed.
@@ -42,7 +47,6 @@ def test_ping_and_tcp_between_two_hosts(tmp_path):
         assert c["fwd_arp_answered"] >= 1, c
 
         srv = rack.start("tcp-server", [PY, "-c", SERVER, b.ip], host=b)
-        from harness import wait_for
         wait_for(lambda: "listening" in srv.output() or not srv.alive(), 10, what="TCP server")
         r = a.run([PY, "-c", CLIENT, b.ip, SIZE], timeout=40)
         assert r.returncode == 0, r.stdout + r.stderr
