@@ -186,32 +186,32 @@ TEST(JobListener, RatePerClient) {
 }
 
 TEST(JobListener, RateInTotal) {
-  // Three client addresses (all of 127/8 is loopback), 20 requests each:
-  // within every client's burst, beyond the global one.
+  // Eight client addresses (all of 127/8 is loopback), 15 requests each:
+  // within every client's burst, beyond the global one (50 + 50/s).
   JobListener ep("127.0.0.1:0", job_get);
   ep.start();
   std::string err;
   const auto to = parse_listen_address(ep.bound(), err);
   int ok = 0, total = 0;
-  for (int i = 0; i < 60; ++i) {
+  constexpr int kRequests = 120;
+  for (int i = 0; i < kRequests; ++i) {
     const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
     sockaddr_in from{};
     from.sin_family = AF_INET;
-    from.sin_addr.s_addr = htonl(0x7F000002u + uint32_t(i % 3));
+    from.sin_addr.s_addr = htonl(0x7F000002u + uint32_t(i % 8));
     ASSERT_EQ(::bind(fd, reinterpret_cast<const sockaddr*>(&from), sizeof from), 0);
     ::connect(fd, reinterpret_cast<const sockaddr*>(&*to), sizeof *to);
     ::send(fd, "job get 1 --json\n", 17, MSG_NOSIGNAL);
     const uint64_t before = ep.counters().served + ep.counters().rate_limited;
     serve(ep, 1000, [&] { return ep.counters().served + ep.counters().rate_limited > before; });
-    serve(ep, 2, [] { return false; });
     const std::string r = read_all(fd);
     ok += r.rfind("ok\n", 0) == 0;
     total += r.rfind("error: rate limit: at most 50 requests per second in total", 0) == 0;
     ::close(fd);
   }
-  EXPECT_EQ(ok + total, 60);
+  EXPECT_EQ(ok + total, kRequests);
   EXPECT_GE(ok, int(JobListener::kGlobalBurst));
-  EXPECT_LT(ok, 60);
+  EXPECT_GT(total, 0);
   EXPECT_EQ(ep.counters().rate_limited, uint64_t(total));
 }
 
