@@ -84,7 +84,10 @@ int main(int argc, char** argv) {
     return 1;
   } catch (const agq::control::CtlTransportError& e) {
     std::cerr << "agqctl: " << e.what();
-    if (e.connect_failed) std::cerr << " (is agq-switch running? pass its --ctl-socket path with --socket)";
+    if (e.connect_failed)
+      std::cerr << (agq::control::is_tcp_target(socket)
+                        ? " (is agq-switch running with --job-listen at that address, reachable from here?)"
+                        : " (is agq-switch running? pass its --ctl-socket path with --socket)");
     std::cerr << '\n';
     return 2;
   }

@@ -248,8 +248,8 @@ void JobListener::flush(Conn& c) {
 }
 
 void JobListener::drain(Conn& c) {
-  char buf[1024];
-  for (int i = 0; i < 16; ++i) {  // bounded per round: a client that keeps sending meets its deadline
+  char buf[16384];
+  for (int i = 0; i < 64; ++i) {  // at most 1 MiB per round: a client that keeps sending meets its deadline
     const ssize_t n = ::recv(c.fd, buf, sizeof buf, MSG_DONTWAIT);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
