@@ -33,8 +33,8 @@ if(CMAKE_BUILD_TYPE STREQUAL "Release" AND NOT AGQ_SANITIZE)
 endif()
 option(AGQ_DPDK_STATIC "Link the data-plane executables with DPDK's static archives" ${_static_default})
 set(AGQ_DPDK_STATIC_PMDS
-    # virtual devices: memif, pcap, null, ring, tap, af_packet, vhost/virtio-user
-    net_memif net_pcap net_null net_ring net_tap net_af_packet net_vhost net_virtio
+    # virtual devices: memif, pcap, null, ring, tap, af_packet, af_xdp, vhost/virtio-user
+    net_memif net_pcap net_null net_ring net_tap net_af_packet net_af_xdp net_vhost net_virtio
     # server NICs: Intel, Mellanox/NVIDIA, Amazon, Broadcom, VMware
     net_i40e net_iavf common_iavf net_ice net_ixgbe net_e1000 net_igc
     net_mlx5 common_mlx5 bus_auxiliary net_ena net_bnxt net_vmxnet3

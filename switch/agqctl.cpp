@@ -36,7 +36,8 @@ int top(const std::string& socket, const std::vector<std::string>& words) {
 int main(int argc, char** argv) {
   CLI::App app{"agqctl: talk to a running agq-switch (try: agqctl help)"};
   std::string socket = agq::control::kDefaultCtlSocket;
-  app.add_option("--socket", socket, "control socket of the switch (its --ctl-socket)")
+  app.add_option("--socket", socket, "control socket of the switch (its --ctl-socket), or tcp:HOST:PORT: its read-only job endpoint "
+                 "(--job-listen), which answers only 'job get ID --json'")
       ->envname("AGQ_CTL_SOCKET")
       ->capture_default_str();
   bool json = false;
@@ -83,7 +84,10 @@ int main(int argc, char** argv) {
     return 1;
   } catch (const agq::control::CtlTransportError& e) {
     std::cerr << "agqctl: " << e.what();
-    if (e.connect_failed) std::cerr << " (is agq-switch running? pass its --ctl-socket path with --socket)";
+    if (e.connect_failed)
+      std::cerr << (agq::control::is_tcp_target(socket)
+                        ? " (is agq-switch running with --job-listen at that address, reachable from here?)"
+                        : " (is agq-switch running? pass its --ctl-socket path with --socket)");
     std::cerr << '\n';
     return 2;
   }

@@ -34,6 +34,7 @@
 #include "control/control_plane.hpp"
 #include "control/control_thread.hpp"
 #include "control/ctl_protocol.hpp"
+#include "control/job_listener.hpp"
 #include "dataplane/ports.hpp"
 #include "dataplane/rate_reporter.hpp"
 #include "dataplane/switch_dataplane.hpp"
@@ -67,6 +68,7 @@ void block_stop_signals() {
 struct Flags {
   std::string config;
   std::string ctl_socket;
+  std::string job_listen;
   uint32_t idle_sleep_us = 100;
   // 64 and 128 rather than DPDK's usual 32 and 32: over memif, a ring's
   // index lines cross between the CPUs once per rx or tx call, and a burst
@@ -110,6 +112,14 @@ void define_flags(CLI::App& app, Flags& f) {
                  std::string("control socket path; overrides the configuration's [switch] "
                              "ctl_socket (default ") +
                      agq::control::kDefaultCtlSocket + ")");
+  app.add_option("--job-listen", f.job_listen,
+                 "HOST:PORT (IPv4): answer 'job get ID --json' over TCP there, read-only, for hosts that cannot "
+                 "reach the control socket (docs/PROTOCOL.md section 12); overrides [switch] job_listen; off by "
+                 "default")
+      ->check([](const std::string& v) {
+        std::string err;
+        return agq::control::parse_listen_address(v, err) ? std::string() : err;
+      });
   app.add_option("--idle-sleep-us", f.idle_sleep_us,
                  "idle lcores sleep up to this many microseconds between polls; 0 = busy poll")
       ->capture_default_str()
@@ -286,6 +296,13 @@ int run_switch(const Flags& f) {
   try {
     cp.start();
     observe::register_telemetry(socket);  // /agq/... answered through the socket just opened
+    if (const std::string& jl = !f.job_listen.empty() ? f.job_listen : cfg.job_listen; !jl.empty()) {
+      const std::string at = cp.listen_jobs(jl);
+      if (!f.quiet) {
+        std::printf("agq-switch: job endpoint (read-only: job get ID --json) on tcp:%s\n", at.c_str());
+        std::fflush(stdout);
+      }
+    }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "agq-switch: %s\n", e.what());  // names the socket itself
     return 1;

@@ -18,6 +18,7 @@
 #include <toml++/toml.h>
 
 #include "control/config_reader.hpp"
+#include "control/job_listener.hpp"
 #include "control/text.hpp"
 
 namespace agq::control {
@@ -89,7 +90,12 @@ class Loader : public TomlReader {
 
  private:
   void load_switch(const toml::table& t) {
-    check_keys(t, "switch", {"pipeline", "ctl_socket", "epoch"});
+    check_keys(t, "switch", {"pipeline", "ctl_socket", "epoch", "job_listen"});
+    if (auto* n = t.get("job_listen")) {
+      cfg_.job_listen = string(*n, "switch.job_listen");
+      std::string err;
+      if (!parse_listen_address(cfg_.job_listen, err)) fail(line_of(*n), "switch.job_listen", err);
+    }
     if (auto* n = t.get("epoch")) {
       cfg_.epoch = uint16_t(integer(*n, "switch.epoch", 1, 65535));
       cfg_.epoch_fixed = true;

@@ -71,6 +71,7 @@ struct SwitchConfig {
   std::string path;
   std::string pipeline = "classic";
   std::string ctl_socket;  // empty = not set
+  std::string job_listen;  // [switch] job_listen "a.b.c.d:port"; empty = no job endpoint
   // The boot epoch (docs/PROTOCOL.md §11), nonzero: [switch] epoch, or a
   // random one chosen by load_config (a new one at every start).
   uint16_t epoch = 1;

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstring>
 #include <stdexcept>
+#include <vector>
 
 #include "control/ctl_protocol.hpp"
 
@@ -132,19 +133,23 @@ void ControlPlane::start() {
 void ControlPlane::run(const std::atomic<bool>& stop) {
   constexpr uint64_t kAgeEveryNs = 1'000'000'000;
   uint64_t next_age = now_ns() + kAgeEveryNs;
+  std::vector<pollfd> fds;
   while (!stop.load(std::memory_order_relaxed)) {
     // A negative fd (start() not called) is ignored by poll: then this loop
     // only ages the MAC table. 10 ms: learned MACs reach the other lcores'
     // instances within that.
-    pollfd p{listen_fd_, POLLIN, 0};
-    const int n = ::poll(&p, 1, 10);
-    if (n > 0 && (p.revents & POLLIN)) {
+    // The job endpoint's sockets (if any) follow the control socket's entry.
+    fds.assign(1, pollfd{listen_fd_, POLLIN, 0});
+    if (jobs_) jobs_->add_fds(fds);
+    const int n = ::poll(fds.data(), fds.size(), 10);
+    if (n > 0 && (fds[0].revents & POLLIN)) {
       const int conn = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
       if (conn >= 0) {
         serve_one(conn);
         ::close(conn);
       }
     }
+    if (jobs_) jobs_->on_poll(fds.data() + 1, fds.size() - 1, now_ns() / 1'000'000);
     apply_mac_digests();
     if (now_ns() >= next_age) {
       age_macs(now_ns());
@@ -239,7 +244,19 @@ void ControlPlane::apply_mac_digests() {
   });
 }
 
+std::string ControlPlane::listen_jobs(const std::string& address) {
+  // The endpoint's one answer, computed like the control socket's (same
+  // thread, same interpreter): the same document (PROTOCOL.md §12).
+  auto ep = std::make_unique<JobListener>(address, [this](uint16_t id) {
+    return execute("job get " + std::to_string(id) + " --json");
+  });
+  ep->start();
+  jobs_ = std::move(ep);
+  return jobs_->bound();
+}
+
 void ControlPlane::stop_and_unlink() {
+  jobs_.reset();
   if (listen_fd_ < 0) return;
   ::close(listen_fd_);
   listen_fd_ = -1;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "control/job_listener.hpp"
 #include "control/pipes.hpp"
 #include "pipeline/switch_program.hpp"
 #include "tna/intrinsic.hpp"
@@ -100,6 +101,11 @@ class ControlPlane {
   void run(const std::atomic<bool>& stop);
   // Closes the socket and removes its file (if it is still ours).
   void stop_and_unlink();
+  // The read-only TCP job endpoint (job_listener.hpp) on `address`
+  // ("a.b.c.d:port"), served by run() beside the socket. Throws
+  // std::runtime_error naming the address. Returns the address bound.
+  std::string listen_jobs(const std::string& address);
+  const JobListener* job_endpoint() const { return jobs_.get(); }
 
   // One command line -> full response ("ok\n..." or "error: ...\n...").
   std::string execute(const std::string& line);
@@ -130,6 +136,7 @@ class ControlPlane {
   void serve_one(int conn);
   void apply_mac_digests();
 
+  std::unique_ptr<JobListener> jobs_;  // --job-listen; null: off
   std::unique_ptr<Pipes> own_pipes_;  // the single-instance constructor's
   Pipes& pipes_;
   DataplaneView& dp_;

@@ -2,6 +2,7 @@
 
 #include <poll.h>
 #include <sys/socket.h>
+#include <netdb.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -51,7 +52,50 @@ CtlReply parse_reply(std::string raw) {
   return r;
 }
 
-CtlReply ctl_request(const std::string& socket_path, const std::string& line, int timeout_ms) {
+namespace {
+
+// "tcp:HOST:PORT": a connected TCP socket, within `timeout_ms`.
+int connect_tcp(const std::string& target, int timeout_ms) {
+  const std::string hp = target.substr(4);
+  const size_t colon = hp.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == hp.size())
+    throw CtlTransportError("cannot connect to " + target + ": expected tcp:HOST:PORT", true);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (const int rc = ::getaddrinfo(hp.substr(0, colon).c_str(), hp.substr(colon + 1).c_str(), &hints, &res); rc != 0)
+    throw CtlTransportError("cannot connect to " + target + ": " + ::gai_strerror(rc), true);
+  int err = ECONNREFUSED;
+  for (addrinfo* a = res; a; a = a->ai_next) {
+    const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+    if (fd < 0) {
+      err = errno;
+      continue;
+    }
+    int rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
+    if (rc != 0 && errno == EINPROGRESS) {
+      if (wait_for(fd, POLLOUT, timeout_ms)) {
+        socklen_t len = sizeof err;
+        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        rc = err == 0 ? 0 : -1;
+      } else {
+        err = ETIMEDOUT;
+      }
+    } else if (rc != 0) {
+      err = errno;
+    }
+    if (rc == 0) {
+      ::freeaddrinfo(res);
+      return fd;
+    }
+    ::close(fd);
+  }
+  ::freeaddrinfo(res);
+  throw CtlTransportError("cannot connect to " + target + ": " + std::strerror(err), true);
+}
+
+int connect_unix(const std::string& socket_path) {
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   if (socket_path.size() >= sizeof addr.sun_path)
@@ -59,11 +103,22 @@ CtlReply ctl_request(const std::string& socket_path, const std::string& line, in
                                 std::to_string(sizeof addr.sun_path - 1) + " bytes",
                             true);
   std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) broken(socket_path, "socket", errno);
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+    const int e = errno;
+    ::close(fd);
+    throw CtlTransportError("cannot connect to " + socket_path + ": " + std::strerror(e), true);
+  }
+  return fd;
+}
 
-  Fd s{::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0)};
-  if (s.fd < 0) broken(socket_path, "socket", errno);
-  if (::connect(s.fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0)
-    throw CtlTransportError("cannot connect to " + socket_path + ": " + std::strerror(errno), true);
+}  // namespace
+
+bool is_tcp_target(const std::string& target) { return target.rfind("tcp:", 0) == 0; }
+
+CtlReply ctl_request(const std::string& socket_path, const std::string& line, int timeout_ms) {
+  Fd s{is_tcp_target(socket_path) ? connect_tcp(socket_path, timeout_ms) : connect_unix(socket_path)};
 
   std::string req = line;
   if (req.empty() || req.back() != '\n') req += '\n';

@@ -40,8 +40,13 @@ struct CtlReply {
 inline constexpr int kCtlTimeoutMs = 15000;
 
 // Sends one request and reads the full response. `timeout_ms` bounds every
-// wait on the socket. Throws CtlTransportError.
+// wait on the socket. `socket_path` is the control socket's path, or
+// "tcp:HOST:PORT": a switch's read-only job endpoint (agq-switch
+// --job-listen, job_endpoint.hpp), which answers only "job get ID --json".
+// Throws CtlTransportError.
 CtlReply ctl_request(const std::string& socket_path, const std::string& line, int timeout_ms = kCtlTimeoutMs);
+// "tcp:..." (a job endpoint) rather than a socket path.
+bool is_tcp_target(const std::string& target);
 
 // Splits a raw response into a CtlReply (exposed for tests).
 CtlReply parse_reply(std::string raw);

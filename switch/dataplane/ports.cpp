@@ -103,7 +103,11 @@ void Ports::create_pools() {
   uint64_t tx_ring = 0, rx_ring = 0;
   for (const auto& p : info_) {
     tx_ring += uint64_t(p.tx_queues) * opt_.tx_desc;
-    rx_ring += uint64_t(p.rx_queues) * opt_.rx_desc;
+    // net_af_xdp fills every rx queue's fill ring with 2048 buffers of the
+    // pool (its default ring size, whatever rx_desc says): a second port
+    // otherwise fails its rx queue setup ("Failed to get enough buffers").
+    const uint64_t rx_per_queue = p.driver == "net_af_xdp" ? std::max<uint64_t>(opt_.rx_desc, 2048) : opt_.rx_desc;
+    rx_ring += uint64_t(p.rx_queues) * rx_per_queue;
   }
   // Per lcore: one rx burst in hand, one tx buffer per port, the stash of
   // spare replica buffers (SwitchDataplane's recycled drops), a mempool

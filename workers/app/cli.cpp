@@ -61,8 +61,8 @@ int parse_options(int argc, char** argv, Options& o) {
       ->capture_default_str();
   unsigned job_from_switch = 0;
   app.add_option("--switch-ctl", o.switch_ctl,
-                 "agq: the switch's control socket: take the job (N, slots, rows, lanes, max width, addresses) "
-                 "from it (with --job ID)");
+                 "agq: the switch's control socket, or tcp:HOST:PORT (its read-only job endpoint, agq-switch "
+                 "--job-listen): take the job (N, slots, rows, lanes, max width, addresses) from it (with --job ID)");
   app.add_option("--job", job_from_switch, "agq: with --switch-ctl: the job id to ask the switch for");
   app.add_option("--job-file", o.job_file, "agq: the job as `agqctl job get ID --json` wrote it");
   app.add_option("--lanes", o.lanes, "agq: the job's lane profile, 32 or 16 (PROTOCOL.md §10)")

@@ -17,6 +17,7 @@
 #include "app/link_watch.hpp"
 #include "app/mbuf_frame_io.hpp"
 #include "app/poll_loop.hpp"
+#include "app/ps_address_check.hpp"
 #include "dataplane/idle_backoff.hpp"
 #include "app/run.hpp"
 #include "lib/agq_ps_engine.hpp"
@@ -407,6 +408,22 @@ int run_agq_worker(const Options& o, Ports& ports) {
                      "other lcores stopped with it (%s)\n",
                      p->j, pr.parts.size(), pr.parts.size(), p->j, others.c_str());
   }
+  if (failed && !g_stop && !o.from_switch && s.results == 0) {
+    // Nothing came back to a worker on its default identity: the usual cause
+    // is a switch whose job lists other addresses (its DATA are dropped as
+    // drops_agq_bad_worker). Name what this process sent with.
+    for (unsigned id : o.ids) {
+      const Endpoint me = agq_worker_endpoint(o.agq.job_id, id);
+      const uint8_t* m = me.mac.data();
+      std::fprintf(stderr,
+                   "agq-worker: worker %u sent as ip %u.%u.%u.%u, mac %02x:%02x:%02x:%02x:%02x:%02x (its default "
+                   "address: no --switch-ctl/--job-file); a switch whose job %u lists another ip, mac or port for "
+                   "worker %u drops its DATA (agqctl counters: drops_agq_bad_worker): take the job from the switch "
+                   "with --switch-ctl SOCKET|tcp:HOST:PORT --job %u\n",
+                   id, me.ip >> 24, (me.ip >> 16) & 255, (me.ip >> 8) & 255, me.ip & 255, m[0], m[1], m[2], m[3], m[4],
+                   m[5], unsigned(o.agq.job_id), id, unsigned(o.agq.job_id));
+    }
+  }
   if (!o.output.empty() && s.rounds_done == o.agq.rounds) {
     // The last round's aggregate as the job sees it: identical in every worker.
     std::vector<float> agg = eng.aggregate(0);
@@ -521,7 +538,13 @@ int run_agq_ps(const Options& o, Ports& ports) {
     std::fprintf(stderr, "agq-worker: %s\n", err.c_str());
     return 2;
   }
-  poll_loop(eng, ports, o, "ps");
+  PsAddressCheck<AgqPsEngine> checked(eng, o.agq.job_id, pc.have_self ? pc.self : agq_ps_endpoint(o.agq.job_id),
+                                       o.from_switch);
+  poll_loop(checked, ports, o, "ps");
+  if (!checked.error().empty()) {
+    std::fprintf(stderr, "agq-worker: %s\n", checked.error().c_str());
+    return 2;
+  }
   // The agq PS serves until it is stopped: SIGINT/SIGTERM is its normal end.
   const AgqPsStats& s = eng.stats();
   const Counters& c = eng.counters();

@@ -10,8 +10,12 @@ JobParams job_from_switch(const std::string& ctl_socket, uint16_t job_id, unsign
   try {
     j = control::fetch_job_info(ctl_socket, job_id);
   } catch (const control::CtlTransportError& e) {
+    const std::string hint = control::is_tcp_target(ctl_socket)
+                                 ? " (is agq-switch running with --job-listen " + ctl_socket.substr(4) +
+                                       ", reachable from this host?)"
+                                 : " (is agq-switch running with --ctl-socket " + ctl_socket + "?)";
     throw ClientError("libagq: job " + std::to_string(job_id) + ": cannot ask the switch at " + ctl_socket + ": " +
-                      e.what() + " (is agq-switch running with --ctl-socket " + ctl_socket + "?)");
+                      e.what() + hint);
   } catch (const control::JobInfoError& e) {
     throw ClientError("libagq: " + std::string(e.what()));
   }
