@@ -26,6 +26,7 @@ parameter stamps when its gradient is computed; tail = backward() returned
 - the last stamp."""
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -96,7 +97,7 @@ def rank_main(args):
         for p in m.parameters():
             p.register_hook(lambda g, s=stamps: s.append(time.perf_counter()))
         return dict(ddp=d, opt=torch.optim.SGD(d.parameters(), lr=0.05, momentum=0.9), state=st, stamps=stamps,
-                    gen=torch.Generator().manual_seed(1 + rank), step=[], tail=[], loss=[], n=0)
+                    gen=torch.Generator().manual_seed(1 + rank), step=[], tail=[], loss=[], n=0, switch={})
 
     transports = [t for t in args.transports if args.agq or t == "gloo"]
     modes = ["default"] + (["units"] if args.units else []) + ["merge"]
@@ -106,13 +107,21 @@ def rank_main(args):
     for rnd in range(args.rounds):
         for k, c in cfgs.items():
             d, opt = c["ddp"], c["opt"]
-            for _ in range(args.steps):
+            h0 = len(agq_pg.client.history) if agq_pg is not None else 0
+            for _ in range(args.steps if "error" not in c else 0):
                 idx = torch.randint(0, x.shape[0], (args.batch,), generator=c["gen"])
                 c["stamps"].clear()
                 t0 = time.perf_counter()
-                loss = F.cross_entropy(d(x[idx]), y[idx])
-                opt.zero_grad()
-                loss.backward()
+                try:
+                    loss = F.cross_entropy(d(x[idx]), y[idx])
+                    opt.zero_grad()
+                    loss.backward()
+                except (RuntimeError, ValueError) as e:
+                    # Raised alike in every rank (the same all_reduce results):
+                    # this configuration stops, the others go on.
+                    c["error"] = f"step {c['n']}: {str(e).splitlines()[0][:300]}"
+                    print(f"rank {rank} {k}: {c['error']}", file=sys.stderr, flush=True)
+                    break
                 t1 = time.perf_counter()
                 opt.step()
                 t2 = time.perf_counter()
@@ -121,12 +130,19 @@ def rank_main(args):
                     c["tail"].append(t1 - max(c["stamps"]))
                 c["loss"].append(float(loss))
                 c["n"] += 1
+            if agq_pg is not None and k[1] != "gloo":  # what the switch did for this configuration
+                for _, o in agq_pg.client.history[h0:]:
+                    for f in ("chunks", "fallbacks", "retransmissions", "redos"):
+                        c["switch"][f] = c["switch"].get(f, 0) + o[f]
+                    c["switch"]["ops"] = c["switch"].get("ops", 0) + 1
     out = []
     for (mn, t, md), c in cfgs.items():
         st = c["state"]
         rec = dict(model=mn, transport=t, mode=md, world=world, params=sum(p.numel() for p in c["ddp"].parameters()),
-                   step_ms=statistics.median(c["step"]) * 1e3, tail_ms=statistics.median(c["tail"]) * 1e3,
-                   tail_mean_ms=statistics.fmean(c["tail"]) * 1e3, final_loss=statistics.fmean(c["loss"][-20:]),
+                   step_ms=statistics.median(c["step"]) * 1e3 if c["step"] else math.nan,
+                   tail_ms=statistics.median(c["tail"]) * 1e3 if c["tail"] else math.nan,
+                   tail_mean_ms=statistics.fmean(c["tail"]) * 1e3 if c["tail"] else math.nan,
+                   final_loss=statistics.fmean(c["loss"][-20:]) if c["loss"] else math.nan, error=c.get("error"), switch=c["switch"],
                    bucket_sizes=str(c["ddp"]._get_ddp_logging_data().get("bucket_sizes", "")))
         if st is not None:
             rec.update(units=len(st.layout or ()), groups=len(st.plan.groups) if st.plan else len(st.layout or ()),
@@ -201,7 +217,7 @@ def table(rows):
                 + ("" if r.get("ranks_decided_alike", True) else " RANKS DIFFER")) if "units" in r else ""
         lines.append(f"| {r['world']} | {r['model']} ({r['params']:,}) | {r['transport']} | {r['mode']} "
                      f"| {r['step_ms']:.2f}{rel} | {r['tail_ms']:.2f} ({r['tail_mean_ms']:.2f}) | {plan} "
-                     f"| {r['final_loss']:.4f} |")
+                     f"| {r['final_loss']:.4f} |" + (f" failed at {r['error']}" if r.get("error") else ""))
     return "\n".join(lines)
 
 

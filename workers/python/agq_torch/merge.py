@@ -41,6 +41,16 @@ rank: DDP builds buckets from rank 0's order) differs from the plan's --
 DDP rebuilds its buckets after the first step -- flushes what it holds,
 sends the rest of the step unit by unit, and starts a new first phase.
 
+New groups on the switch. Each distinct group is a new libagq tag (client)
+or backend key, whose first operation has no previous aggregate to size
+its widths from and quantizes against libagq's fixed initial range (|x| <=
+16). So a layout's first step goes exactly (float64 through stats_group:
+Gloo, also under "agq") and ends by sharing the units' largest gradients
+(all_reduce MAX, once per layout; refreshed by every phase's vector); each
+group's contribution is then scaled by a power of two K (exact, fixed per
+group) that puts its largest value near that range, and the result scaled
+back. On Gloo neither is done.
+
 Measured per step (`records`): the time from the last unit ready (backward
 has computed every gradient) to the last group's completion -- how long
 the tail of communication is exposed after backward -- and the groups.
