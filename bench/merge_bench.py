@@ -142,7 +142,8 @@ def rank_main(args):
                    step_ms=statistics.median(c["step"]) * 1e3 if c["step"] else math.nan,
                    tail_ms=statistics.median(c["tail"]) * 1e3 if c["tail"] else math.nan,
                    tail_mean_ms=statistics.fmean(c["tail"]) * 1e3 if c["tail"] else math.nan,
-                   final_loss=statistics.fmean(c["loss"][-20:]) if c["loss"] else math.nan, error=c.get("error"), switch=c["switch"],
+                   final_loss=statistics.fmean(c["loss"][-20:]) if c["loss"] else math.nan,
+                   error=c.get("error"), switch=c["switch"],
                    bucket_sizes=str(c["ddp"]._get_ddp_logging_data().get("bucket_sizes", "")))
         if st is not None:
             rec.update(units=len(st.layout or ()), groups=len(st.plan.groups) if st.plan else len(st.layout or ()),

@@ -57,7 +57,6 @@ the tail of communication is exposed after backward -- and the groups.
 `decisions` lists every plan taken (step, groups as (start, end) units)."""
 import math
 import statistics
-import threading
 import time
 from dataclasses import dataclass
 
@@ -168,8 +167,8 @@ class _Step:
 class MergeState:
     """State of merge_hook. Exactly one of `client` (an AgqClient: groups go
     through libagq, tag TAG_BASE + k per distinct group) or `group` (a
-    process group: dist.all_reduce, "agq", Gloo or any; default the default
-    group). `stats_group` carries the per-phase measurements (default
+    process group, default the default group: dist.all_reduce on Gloo or
+    any; an "agq" group's switch port, its client, as with `client`). `stats_group` carries the per-phase measurements (default
     `group`, else the default group); `adaptive=False` sends every unit
     alone (measured just the same)."""
 
@@ -180,6 +179,13 @@ class MergeState:
         self.world_size = world_size
         self.client, self.group = client, group
         self.stats_group = stats_group if stats_group is not None else group
+        if client is None:
+            # Under "agq" the groups go to the backend's client under this
+            # state's own tags: the backend keys an all_reduce by its size,
+            # which follows no group across plans (nor the scale K below).
+            pg = group if group is not None else (dist.distributed_c10d._get_default_group()
+                                                  if dist.is_initialized() else None)
+            self.client = getattr(pg, "client", None) if self._backend(pg) == "agq" else None
         self.phase_steps, self.adaptive, self.keep_records = phase_steps, adaptive, keep_records
         self.plan = None
         self.layout = None
@@ -192,8 +198,7 @@ class MergeState:
         self._scales = {}        # (layout, start, end) -> K, fixed for the group's tag
         self._umax = None        # per unit of self.layout: max |gradient| over the ranks (shared)
         self._exact = True       # this step: every unit exactly (float64, stats_group) -- see _begin_step
-        self._gloo_only = client is None and self._backend(group) == "gloo"
-        self._lock = threading.Lock()
+        self._gloo_only = self.client is None and self._backend(group) == "gloo"
         self._cur = None
         self._held = []          # (index, buffer, future) of the open group
         self._following = False  # the step still follows self.plan
