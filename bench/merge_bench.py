@@ -10,11 +10,12 @@ Per process count: one agq-switch (agq_torch.launch.LocalSwitch), N ranks
 (this script with --rank), each in one process group "agq" (its float64
 and other collectives: the backend's Gloo) plus a Gloo group. Per model
 (`mlp`: train_ddp.py's 64-256-256-10; `deep`: 24 Linear layers of width
-128, 22 of them residual blocks) the same initialisation and data go through every configuration:
+128, 22 of them residual blocks) the same initialisation and data go
+through every configuration:
 
-  gloo     DDP on the Gloo group                  | merge: merge.ddp(..., MergeState(group=gloo))
-  backend  DDP on the "agq" group (no hook)       | merge: merge.ddp(..., MergeState(group=agq, stats=gloo))
-  hook     DDP on Gloo + agq_torch.allreduce_hook | merge: merge.ddp(..., MergeState(client=<the backend's>))
+  gloo     DDP on the Gloo group                  | merge: MergeState(group=gloo)
+  backend  DDP on the "agq" group (no hook)       | merge: MergeState(group=agq) (its client, DDP on agq)
+  hook     DDP on Gloo + agq_torch.allreduce_hook | merge: MergeState(client=<the backend's>) (DDP on Gloo)
 
 "default" is DDP's own buckets (25 MB, first 1 MB); "units" (--units) is
 one bucket per parameter, each sent alone; "merge" is units merged per
