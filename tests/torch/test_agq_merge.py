@@ -17,7 +17,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(SRC / "workers" / "python"))
 from agq_torch.launch import LocalSwitch  # noqa: E402
-from agq_torch.merge import best_groups, fit_cost, predict  # noqa: E402
+from agq_torch.merge import best_groups, fit_cost, mixes, predict  # noqa: E402
 
 PY = "/usr/bin/python3"
 WORLD = 2
@@ -43,6 +43,16 @@ def test_planner_merges_what_a_per_operation_cost_makes_worth_it():
     assert best_groups(burst, sizes, 0.002, 1e-9) == ((0, 6),)
     # Same inputs, same answer (what every rank relies on).
     assert all(best_groups(burst, big, 0.002, 1e-8) == g for _ in range(3))
+
+
+def test_planner_keeps_unlike_magnitudes_apart():
+    sizes, ready = [100] * 4, [0.0, 0.0001, 0.0002, 0.0003]
+    mags = [1.0, 0.5, 1e-3, 2e-3]   # the switch budgets a group's step on its largest value
+    assert best_groups(ready, sizes, 1.0, 1e-9) == ((0, 4),)
+    g = best_groups(ready, sizes, 1.0, 1e-9, mags, 16.0)
+    assert g == ((0, 2), (2, 4)), g
+    assert mixes(g, mags, 16.0) == 0 and mixes(((0, 4),), mags, 16.0) == 1
+    assert best_groups(ready, sizes, 1.0, 1e-9, [1.0, 0.0, 0.5, 0.0], 16.0) == ((0, 4),)  # zeros join any
 
 
 def test_cost_fit():

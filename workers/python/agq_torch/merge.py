@@ -29,12 +29,15 @@ same code on the same numbers, the plan that minimises the predicted
 completion of the last group (intra-worker rule: a group is launched when
 its last unit is ready, the link serves groups in order; merging saves the
 per-operation cost a, splitting lets communication start earlier, under
-backward). An exact dynamic programme over contiguous groups: the best
-finish of units [0, j) only gets worse if its prefix finishes later, so
-F[j] = min over i of max(ready[j-1], F[i]) + a + b * (S[j] - S[i]). A new
-plan is taken only if it is predicted 2% better than the current one. The
-vector also carries a hash of the plan each rank used; ranks that
-disagree (a bug) raise instead of sending different sizes.
+backward), merging on the switch only units whose largest gradients are
+within max_ratio (16) of each other (its quantization step is relative to
+an operation's largest value). An exact dynamic programme over contiguous
+groups: the best finish of units [0, j) only gets worse if its prefix
+finishes later, so F[j] = min over i of max(ready[j-1], F[i]) + a + b *
+(S[j] - S[i]). A new plan is taken only if it is predicted 2% better than
+the current one (or the current one now mixes magnitudes). The vector
+also carries a hash of the plan each rank used; ranks that disagree (a
+bug) raise instead of sending different sizes.
 
 A step whose bucket layout (the sizes DDP hands over, identical in every
 rank: DDP builds buckets from rank 0's order) differs from the plan's --
@@ -75,6 +78,11 @@ TAG_BASE = 1 << 20
 INIT_SCALE = 16.0
 HEADROOM = 8.0
 ADOPT_GAIN = 0.02     # a new plan must be predicted this much (relative) better
+# On the switch a chunk's quantization step is budgeted relative to its
+# operation's largest value (PROTOCOL.md section 5): a unit merged with one
+# of much larger gradients would lose its precision. Units whose largest
+# gradients differ by more than this factor are not merged (not on Gloo).
+SWITCH_MAX_RATIO = 16.0
 TIE_REL = 0.01        # predicted finishes within this fraction of a are equal: fewer groups win
 
 
@@ -126,9 +134,22 @@ def predict(groups, ready, sizes, a, b):
     return finish
 
 
-def best_groups(ready, sizes, a, b):
+def mixes(groups, mags, max_ratio):
+    """How many groups hold units whose magnitudes differ by more than max_ratio."""
+    if not max_ratio or mags is None:
+        return 0
+    bad = 0
+    for i, j in groups:
+        m = [x for x in mags[i:j] if x > 0]
+        bad += bool(m) and max(m) > max_ratio * min(m)
+    return bad
+
+
+def best_groups(ready, sizes, a, b, mags=None, max_ratio=0.0):
     """The contiguous grouping minimising predict(); ties (within TIE_REL of
-    a, plus 1 us) go to fewer groups. Deterministic: same inputs, same answer."""
+    a, plus 1 us) go to fewer groups. With `mags` (per unit, its largest
+    |gradient|) and max_ratio > 0, a group's units differ by at most that
+    factor (zeros join any group). Deterministic: same inputs, same answer."""
     n = len(sizes)
     pre = [0]
     for s in sizes:
@@ -139,7 +160,12 @@ def best_groups(ready, sizes, a, b):
     arg = [0] * (n + 1)
     for j in range(1, n + 1):
         bf = bc = bi = None
-        for i in range(j):
+        hi, lo = 0.0, math.inf
+        for i in range(j - 1, -1, -1):  # group [i, j), growing to the front
+            if mags is not None and max_ratio > 0 and mags[i] > 0:
+                hi, lo = max(hi, mags[i]), min(lo, mags[i])
+                if hi > max_ratio * lo and i < j - 1:
+                    break
             f = max(ready[j - 1], fin[i]) + a + b * (pre[j] - pre[i])
             c = cnt[i] + 1
             if bf is None or f < bf - tie or (f <= bf + tie and c < bc):
@@ -168,12 +194,14 @@ class MergeState:
     """State of merge_hook. Exactly one of `client` (an AgqClient: groups go
     through libagq, tag TAG_BASE + k per distinct group) or `group` (a
     process group, default the default group: dist.all_reduce on Gloo or
-    any; an "agq" group's switch port, its client, as with `client`). `stats_group` carries the per-phase measurements (default
-    `group`, else the default group); `adaptive=False` sends every unit
-    alone (measured just the same)."""
+    any; an "agq" group's switch port, its client, as with `client`).
+    `stats_group` carries the per-phase measurements (default `group`, else
+    the default group); `adaptive=False` sends every unit alone (measured
+    just the same); on the switch `max_ratio` bounds how far the largest
+    gradients of a group's units may differ (0: no bound)."""
 
     def __init__(self, world_size, client=None, group=None, stats_group=None, phase_steps=20,
-                 adaptive=True, keep_records=True):
+                 adaptive=True, keep_records=True, max_ratio=SWITCH_MAX_RATIO):
         if phase_steps < 2:
             raise ValueError("merge: phase_steps must be >= 2 (the first step of a phase is not measured)")
         self.world_size = world_size
@@ -187,6 +215,7 @@ class MergeState:
                                                   if dist.is_initialized() else None)
             self.client = getattr(pg, "client", None) if self._backend(pg) == "agq" else None
         self.phase_steps, self.adaptive, self.keep_records = phase_steps, adaptive, keep_records
+        self.max_ratio = max_ratio
         self.plan = None
         self.layout = None
         self.cost = {}           # elements -> service time (s), from the shared measurements
@@ -403,8 +432,9 @@ class MergeState:
         self.a, self.b = fit_cost(self.cost)
         if not self.adaptive:
             return
-        new = best_groups(ready, list(layout), self.a, self.b)
-        if plan is not None:
+        ratio = 0.0 if self._gloo_only else self.max_ratio
+        new = best_groups(ready, list(layout), self.a, self.b, self._umax, ratio)
+        if plan is not None and mixes(plan.groups, self._umax, ratio) == 0:
             cur = predict(plan.groups, ready, layout, self.a, self.b)
             if predict(new, ready, layout, self.a, self.b) > cur - ADOPT_GAIN * max(cur, 1e-6):
                 return
