@@ -97,7 +97,7 @@ def rank_main(args):
         stamps = []
         for p in m.parameters():
             p.register_hook(lambda g, s=stamps: s.append(time.perf_counter()))
-        return dict(ddp=d, opt=torch.optim.SGD(d.parameters(), lr=0.05, momentum=0.9), state=st, stamps=stamps,
+        return dict(ddp=d, opt=torch.optim.SGD(d.parameters(), lr=args.lr, momentum=0.9), state=st, stamps=stamps,
                     gen=torch.Generator().manual_seed(1 + rank), step=[], tail=[], loss=[], n=0, switch={})
 
     transports = [t for t in args.transports if args.agq or t == "gloo"]
@@ -172,7 +172,7 @@ def run_world(args, world, work):
         for r in range(world):
             cmd = [PY, __file__, "--rank", str(r), "--world", str(world), "--init", str(init), "--out", str(outs[r]),
                    "--steps", str(args.steps), "--rounds", str(args.rounds), "--warmup", str(args.warmup),
-                   "--phase", str(args.phase), "--batch", str(args.batch), "--models", *args.models,
+                   "--phase", str(args.phase), "--batch", str(args.batch), "--lr", str(args.lr), "--models", *args.models,
                    "--transports", *args.transports]
             cmd += ["--units"] if args.units else []
             cmd += ["--agq"] if sw is not None else []
@@ -234,6 +234,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=60, help="first steps of each configuration not measured")
     ap.add_argument("--phase", type=int, default=20, help="MergeState.phase_steps")
     ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--lr", type=float, default=0.05, help="SGD, momentum 0.9")
     ap.add_argument("--units", action="store_true", help="also one bucket per parameter, unmerged")
     ap.add_argument("--no-agq", action="store_true", help="Gloo only (no switch)")
     ap.add_argument("--timeout", type=float, default=1800)
@@ -256,7 +257,7 @@ def main():
             print(f"# {w} processes done after {time.time() - t0:.0f} s", file=sys.stderr, flush=True)
     print(f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(t0))}, load average {load0:.1f} -> "
           f"{os.getloadavg()[0]:.1f}, {args.steps} steps x {args.rounds} rounds per configuration, first "
-          f"{args.warmup} left out, phase {args.phase} steps")
+          f"{args.warmup} left out, phase {args.phase} steps, lr {args.lr}")
     print(table(rows))
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1))
