@@ -86,25 +86,27 @@ bool encode_be(const float* x, unsigned n_valid, unsigned n_lanes, int width, in
 
 float decode_be(const uint8_t* in, unsigned n_valid, unsigned n, int granted, int guard, int exponent, int d,
                 float* out) {
-  // s - bias = (s ^ 2^31 as int32) + (2^31 - bias): every term an exact double.
+  // d = 0: s - bias = (s ^ 2^31 as int32) + (2^31 - bias): every term an
+  // exact double. d > 0, the unbiased decode (agqc::decode_sum): + N (2^d -
+  // 1) / 2 steps of 2^e, i.e. c = N (2^d - 1) / 2^(d+1) steps of 2^(e+d).
+  // Then the window sum s < 2^W <= 2^(32-d) is a non-negative int32 as it
+  // is (no flip), bias < 2^W too, and s + (c - bias) needs at most
+  // (33 - d) + (d + 1) bits: exact in double, as the reference's sum of its
+  // two exact terms is -- the same value, the same rounding to float, and
+  // no extra operation per lane.
   const double bias = std::ldexp(double(n), granted - guard - 1);
-  const __m256d off = _mm256_set1_pd(2147483648.0 - bias);
+  const double c = d > 0 ? std::ldexp(double(uint64_t(n) * ((uint64_t(1) << d) - 1)), -(d + 1)) : 0.0;
+  const __m256d off = _mm256_set1_pd(d > 0 ? c - bias : 2147483648.0 - bias);
   const __m256d scale = _mm256_set1_pd(std::ldexp(1.0, exponent + d));
-  // Unbiased decode (agqc::decode_sum): + N (2^d - 1) 2^(e-1), added after
-  // the exact product as the reference does, so the rounding is the same.
-  const __m256d centre =
-      _mm256_set1_pd(d > 0 ? std::ldexp(double(uint64_t(n) * ((uint64_t(1) << d) - 1)), exponent - 1) : 0.0);
-  const __m256i flip = _mm256_set1_epi32(int(0x80000000u));
+  const __m256i flip = _mm256_set1_epi32(d > 0 ? 0 : int(0x80000000u));
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   __m256 mx = _mm256_setzero_ps();
   alignas(32) float tmp[8];
   for (unsigned k = 0; k < n_valid; k += 8) {
     __m256i s = bswap32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(in + 4 * k)));
     s = _mm256_xor_si256(s, flip);
-    const __m256d d0 = _mm256_add_pd(
-        _mm256_mul_pd(_mm256_add_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(s)), off), scale), centre);
-    const __m256d d1 = _mm256_add_pd(
-        _mm256_mul_pd(_mm256_add_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(s, 1)), off), scale), centre);
+    const __m256d d0 = _mm256_mul_pd(_mm256_add_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(s)), off), scale);
+    const __m256d d1 = _mm256_mul_pd(_mm256_add_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(s, 1)), off), scale);
     __m256 f = _mm256_set_m128(_mm256_cvtpd_ps(d1), _mm256_cvtpd_ps(d0));
     if (n_valid - k >= 8) {
       _mm256_storeu_ps(out + k, f);
