@@ -1061,7 +1061,12 @@ unsigned AllreduceEngine::tick(uint64_t now_ns, bool timers) {
         if (sl.tries >= cfg_.tuning.max_retries && now_ns - sl.sent_ns >= cfg_.tuning.retry_time_ns) {
           std::string why = "job " + std::to_string(cfg_.job.job_id) + ": no RESULT after " +
                             std::to_string(sl.tries) + " retransmissions; " + m.stalled_report(now_ns);
-          if (stats_.switch_restarts)
+          if (stats_.below_min_width)
+            why += ". The switch answered " + std::to_string(stats_.below_min_width) +
+                   " RESULTs with windows narrower than the DATA's min_width, refused (PROTOCOL.md §2: it "
+                   "must grant at least min_width or hand the sequence to the PS): a switch that predates "
+                   "min_width grants? (--min-width-slack lets narrower grants through, at a larger error)";
+          else if (stats_.switch_restarts)
             why += ". The switch restarted during the job (boot epoch " + std::to_string(m.restart_from) + " -> " +
                    std::to_string(stats_.epoch) +
                    "): sequences that some workers had already completed before the restart cannot be "
