@@ -8,7 +8,8 @@
 //            of a checked chunk (sample:K divides it by K)
 //   engine   AllreduceEngine, one logical worker of an N = 1 job through an
 //            in-memory loopback (a DATA turned into its RESULT in place):
-//            encode + bookkeeping + timers + decode per element, no I/O
+//            encode + bookkeeping + timers + decode per element, no I/O;
+//            arg 1: with error feedback (residual added and updated)
 // Counter ns_per_elem = time / elements of the tensor processed.
 #include <benchmark/benchmark.h>
 
@@ -135,10 +136,12 @@ class Loopback final : public FrameIo {
   std::vector<uint8_t> mem_;
 };
 
+// arg: error feedback off (0) / on (1, the engine's default)
 void BM_Engine(benchmark::State& st) {
   EngineConfig c;
   c.job.num_workers = 1;
   c.job.slots = 256;
+  c.tuning.error_feedback = st.range(0) != 0;
   c.workers = {WorkerIdentity::defaults(1, 0)};
   const auto x = tensor(3);
   std::vector<float> y(kElems);
@@ -291,7 +294,7 @@ void BM_ScalarLaplace(benchmark::State& st) {
 BENCHMARK(BM_Encode)->Arg(2)->Arg(8)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Decode)->Args({2, 0})->Args({2, 4})->Args({8, 0})->Args({8, 4})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Verify)->Arg(2)->Arg(4)->Arg(8)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_Engine)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Engine)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_EngineLoss)->Arg(0)->Arg(40)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_NormalSource)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ScalarBoxMuller)->Unit(benchmark::kMicrosecond);
