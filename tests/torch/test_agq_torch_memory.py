@@ -11,7 +11,7 @@ switch accepting any grant as it did before min_width: today's code -4.1 %
 at 4 and -2.7 % at 8 slots per row, the unbiased decode alone -1.6 % and
 -0.9 %, with error feedback -0.07 % and -0.06 %). AGQ_MEMORY_FEEDBACK=off
 and AGQ_MEMORY_SLACK=bits run the same with error feedback off or a
-min_width slack.""" 
+min_width slack."""
 import json
 import os
 import subprocess
