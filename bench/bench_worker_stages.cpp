@@ -8,7 +8,8 @@
 //            of a checked chunk (sample:K divides it by K)
 //   engine   AllreduceEngine, one logical worker of an N = 1 job through an
 //            in-memory loopback (a DATA turned into its RESULT in place):
-//            encode + bookkeeping + timers + decode per element, no I/O
+//            encode + bookkeeping + timers + decode per element, no I/O;
+//            arg 1: with error feedback (residual added and updated)
 // Counter ns_per_elem = time / elements of the tensor processed.
 #include <benchmark/benchmark.h>
 
@@ -60,8 +61,10 @@ void BM_Encode(benchmark::State& st) {
   ns_per_elem(st, kElems);
 }
 
+// args: N, d (the RESULT's truncation: d > 0 adds the unbiased decode's offset)
 void BM_Decode(benchmark::State& st) {
   const unsigned n = unsigned(st.range(0));
+  const int d = int(st.range(1));
   const int guard = agqc::guard_bits(n);
   std::vector<uint8_t> in(kElems * 4);
   std::mt19937 rng(2);
@@ -70,7 +73,7 @@ void BM_Decode(benchmark::State& st) {
   std::vector<float> out(kElems);
   for (auto _ : st) {
     for (size_t c = 0; c < kElems; c += kLanes)
-      benchmark::DoNotOptimize(fastc::decode_be(in.data() + 4 * c, kLanes, n, 16, guard, -10, 0, out.data() + c));
+      benchmark::DoNotOptimize(fastc::decode_be(in.data() + 4 * c, kLanes, n, 16 - d, guard, -10, d, out.data() + c));
     benchmark::ClobberMemory();
   }
   ns_per_elem(st, kElems);
@@ -133,10 +136,12 @@ class Loopback final : public FrameIo {
   std::vector<uint8_t> mem_;
 };
 
+// arg: error feedback off (0) / on (1, the engine's default)
 void BM_Engine(benchmark::State& st) {
   EngineConfig c;
   c.job.num_workers = 1;
   c.job.slots = 256;
+  c.tuning.error_feedback = st.range(0) != 0;
   c.workers = {WorkerIdentity::defaults(1, 0)};
   const auto x = tensor(3);
   std::vector<float> y(kElems);
@@ -287,9 +292,9 @@ void BM_ScalarLaplace(benchmark::State& st) {
 }  // namespace
 
 BENCHMARK(BM_Encode)->Arg(2)->Arg(8)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_Decode)->Arg(2)->Arg(8)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Decode)->Args({2, 0})->Args({2, 4})->Args({8, 0})->Args({8, 4})->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_Verify)->Arg(2)->Arg(4)->Arg(8)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_Engine)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_Engine)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_EngineLoss)->Arg(0)->Arg(40)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_NormalSource)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_ScalarBoxMuller)->Unit(benchmark::kMicrosecond);

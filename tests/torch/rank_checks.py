@@ -55,7 +55,11 @@ def main():
         job = agq_torch.explicit_job(1, world, 64, 32)
         rec["job_source"] = f"explicit ({e})"
     t0 = time.monotonic()
-    client = agq_torch.AgqClient(vdev, job, rank, file_prefix=f"agqtt{rank}x{int(t0 * 1000) % 100000}")
+    # Error feedback off: every check here compares against the protocol's
+    # bound for the values as given (with it on, a tag's later ops carry the
+    # earlier ones' residuals; test_agq_torch_memory.py trains with it).
+    client = agq_torch.AgqClient(vdev, job, rank, error_feedback=False,
+                                 file_prefix=f"agqtt{rank}x{int(t0 * 1000) % 100000}")
     rec["open_s"] = time.monotonic() - t0
 
     # 1. Bad input: clear errors, nothing sent.

@@ -88,8 +88,11 @@ TEST(AgqCodec, ExtremeValuesStillFitTheWindow) {
         std::vector<uint32_t> hi(n, encode(1e30f, r, g, 0).u), lo(n, encode(-1e30f, r, g, 0).u);
         EXPECT_LT(expected_sum(hi, r, w), uint64_t(1) << w);
         EXPECT_EQ(expected_sum(lo, r, w), 0u);
-        // All-minimum decodes to n * -2^(b-1) steps (scaled by 2^d).
-        EXPECT_DOUBLE_EQ(decode_sum(0, n, w, g, 0, r - w), -double(n) * std::ldexp(1.0, r - g - 1));
+        // All-minimum decodes to n * -2^(b-1) steps plus the unbiased
+        // decode's n (2^d - 1) / 2 (what truncation removed, on average).
+        const int d = r - w;
+        EXPECT_DOUBLE_EQ(decode_sum(0, n, w, g, 0, d),
+                         -double(n) * std::ldexp(1.0, r - g - 1) + double(n) * (std::ldexp(1.0, d) - 1) / 2);
       }
   }
 }
@@ -103,7 +106,8 @@ TEST(AgqCodec, ExactSumAtPartialGrant) {
   const uint64_t s = expected_sum(us, r, w);
   EXPECT_EQ(s, (u0 >> 8) + (u1 >> 8) + (u2 >> 8));
   // Bias of three workers at W - g = 6 value bits: 3 * 32.
-  EXPECT_DOUBLE_EQ(decode_sum(uint32_t(s), 3, w, g, e, 8), (double(s) - 96.0) * 256.0);
+  // ... plus the mean of what truncation removed: 3 * 255 / 2.
+  EXPECT_DOUBLE_EQ(decode_sum(uint32_t(s), 3, w, g, e, 8), (double(s) - 96.0) * 256.0 + 382.5);
   EXPECT_LE(std::fabs(decode_sum(uint32_t(s), 3, w, g, e, 8) - 507.0), error_bound(3, e, 8));
 }
 
@@ -182,4 +186,78 @@ TEST(AgqJob, SlotMappingAcrossRounds) {
   EXPECT_EQ(j.slots_per_row(), 2u);
   j.num_workers = 33;
   EXPECT_FALSE(j.validate().empty());
+}
+
+TEST(AgqCodec, TruncatedSumsDecodeUnbiased) {
+  // Many random sums at partial grants: the mean signed error of the
+  // decoded sums is ~0 (the plain decode's was -N (2^d - 1) / 2 steps), and
+  // every error is within the bound N * 2^(e+d-1).
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<float> ud(-1.0f, 1.0f);
+  for (unsigned n : {2u, 3u, 8u, 32u}) {
+    const int g = guard_bits(n);
+    // R <= 24: the float32 inputs fill the low bits of every u (at R = 32
+    // they are zero below the mantissa, and truncation removes nothing).
+    for (int r : {12, 16, 24})
+      for (int w = min_width(g); w < r; w += 4) {
+        const int d = r - w, e = exponent_for(1.0, r - g);
+        double sum_err = 0, sum_plain = 0;
+        const int trials = 4000;
+        for (int t = 0; t < trials; ++t) {
+          std::vector<uint32_t> us;
+          double fsum = 0;
+          for (unsigned i = 0; i < n; ++i) {
+            const float x = ud(rng);
+            us.push_back(encode(x, r, g, e).u);
+            fsum += x;
+          }
+          const uint32_t s = uint32_t(expected_sum(us, r, w));
+          const double got = decode_sum(s, n, w, g, e, d);
+          ASSERT_LE(std::fabs(got - fsum), error_bound(n, e, d) * (1 + 1e-12))
+              << "n " << n << " R " << r << " W " << w;
+          sum_err += got - fsum;
+          sum_plain += std::ldexp(double(int64_t(s) - (int64_t(n) << (w - g - 1))), e + d) - fsum;
+        }
+        const double step = std::ldexp(1.0, e + d), mean = sum_err / trials;
+        // The mean of `trials` errors each within +-bound: its standard error
+        // is ~bound / sqrt(3 trials); 0.05 bound is > 5 of them.
+        EXPECT_LT(std::fabs(mean), 0.05 * error_bound(n, e, d)) << "n " << n << " R " << r << " W " << w;
+        // The plain decode is biased by about -N/2 steps of 2^(e+d).
+        EXPECT_LT(sum_plain / trials, -0.3 * n * step) << "n " << n << " R " << r << " W " << w;
+      }
+  }
+}
+
+TEST(AgqCodec, ErrorBoundFormula) {
+  EXPECT_DOUBLE_EQ(error_bound(2, 0, 0), 1.0);      // N * 2^(e-1)
+  EXPECT_DOUBLE_EQ(error_bound(3, -4, 8), 3 * 8.0);  // 3 * 2^(-4+8-1)
+  EXPECT_DOUBLE_EQ(error_bound(32, 2, 4), 32 * 32.0);
+}
+
+TEST(AgqCodec, MinWidthFor) {
+  EXPECT_EQ(min_width_for(16, 0, 1), 16);
+  EXPECT_EQ(min_width_for(16, 8, 1), 8);
+  EXPECT_EQ(min_width_for(16, 16, 1), 4);   // never below min_width(g)
+  EXPECT_EQ(min_width_for(16, 16, 5), 8);   // N = 32: g + 2 = 7 -> 8
+  EXPECT_EQ(min_width_for(8, 8, 5), 8);     // never above R
+}
+
+TEST(AgqCodec, DecodedContributionIsWhatTheSumCounted) {
+  // sum over workers of x_hat_i equals the decoded sum exactly: the
+  // residuals of error feedback account for all of the sum's error.
+  std::mt19937 rng(5);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (unsigned n : {2u, 5u}) {
+    const int g = guard_bits(n);
+    for (int w : {8, 12, 16}) {
+      const int r = 16, d = r - w, e = exponent_for(4.0, r - g);
+      std::vector<uint32_t> us;
+      double xh = 0;
+      for (unsigned i = 0; i < n; ++i) {
+        us.push_back(encode(nd(rng), r, g, e).u);
+        xh += decoded_contribution(us.back(), r, g, e, d);
+      }
+      EXPECT_DOUBLE_EQ(decode_sum(uint32_t(expected_sum(us, r, w)), n, w, g, e, d), xh) << n << " " << w;
+    }
+  }
 }

@@ -46,8 +46,11 @@ class ModelSwitch {
     if (!seen) {
       s.count = s.count == job_.num_workers ? 1 : s.count + 1;
       if (s.count == 1) {  // first: allocate (no occupancy model: the cap plays memory pressure)
+        min_widths.push_back(h.width);
+        // min_width (the DATA's width byte): a grant is at least it or the PS's
+        // (ignore_min_width: a misbehaving switch that grants the cap anyway).
         s.width = std::min<int>(h.req_width, cap_);
-        s.fallback = s.width - g_ < 2;
+        s.fallback = s.width - g_ < 2 || (!ignore_min_width && s.width < h.width);
         s.overflow = false;
         s.lanes.fill(0);
         s.hdr = h;
@@ -74,6 +77,8 @@ class ModelSwitch {
     return out;
   }
   uint64_t resent = 0;
+  bool ignore_min_width = false;
+  std::vector<int> min_widths;  // the width byte of every first DATA of a use
 
  private:
   struct S {
@@ -265,6 +270,7 @@ TEST(AgqWorkerEngine, DuplicatesAreHarmless) {
 
 TEST(AgqWorkerEngine, PartialGrantDecodesExactly) {
   Rig r(job(4, 32 * 40, 8, 2), 8);  // the switch grants at most 8 bits
+  for (auto& c : r.cfgs) c.min_width_slack = 8;  // ... which min_width = 16 - 8 accepts
   r.start();
   ASSERT_TRUE(r.run(5000));
   expect_all_exact(r, 80);
@@ -323,4 +329,92 @@ TEST(AgqWorkerEngine, MemoryReport) {
   EXPECT_LE(s.avg_granted_bits(), 32.0);
   EXPECT_GT(s.row_samples, 0u);
   EXPECT_GE(s.row_seqs_max, 2u);  // 4 slots per row share its cells
+}
+
+TEST(AgqWorkerEngine, DataCarriesMinWidth) {
+  // Default: min_width = R (every grant is R or the PS's). With a slack of
+  // 8: R - 8, never below min_width(g) (N = 4: g = 2, 4 bits); fixed width:
+  // R = min_width = W on every chunk.
+  for (int slack : {0, 8, 28}) {
+    Rig r(job(4, 32 * 40, 8, 2), 32);
+    for (auto& c : r.cfgs) c.min_width_slack = slack;
+    r.start();
+    ASSERT_TRUE(r.run(5000)) << r.workers[0]->diagnostic();
+    expect_all_exact(r, 80);
+    ASSERT_FALSE(r.sw.min_widths.empty());
+    for (int m : r.sw.min_widths) {
+      EXPECT_EQ(m % 4, 0);
+      EXPECT_GE(m, agqc::min_width(2));
+    }
+    if (slack == 0) EXPECT_EQ(r.sw.min_widths.front(), 16);  // round 0: init_width 16
+    if (slack == 8) EXPECT_EQ(r.sw.min_widths.front(), 8);
+    if (slack == 28) EXPECT_EQ(r.sw.min_widths.front(), 4);
+  }
+  Rig f(job(2, 32 * 40, 8, 3), 32);
+  for (auto& c : f.cfgs) c.fixed_width = 32;
+  f.start();
+  ASSERT_TRUE(f.run(5000)) << f.workers[0]->diagnostic();
+  expect_all_exact(f, 120);
+  for (int m : f.sw.min_widths) EXPECT_EQ(m, 32);
+  const AgqStats& s = f.workers[0]->stats();
+  EXPECT_EQ(s.req_hist[8], s.seqs);  // every chunk asked for 32 bits
+  EXPECT_EQ(s.granted_hist[8], s.seqs_aggregated);
+}
+
+TEST(AgqWorkerEngine, BudgetThatFitsNowhereGetsExactPsResults) {
+  // The switch can give 8 bits at most; the budget asks for 16 on every
+  // chunk (min_width = R): every sequence is summed by the PS, at d = 0,
+  // exactly, within the d = 0 bound -- never decoded from a narrow window.
+  Rig r(job(3, 32 * 50, 8, 3), 8);
+  r.start();
+  ASSERT_TRUE(r.run(20000)) << r.workers[0]->diagnostic();
+  expect_all_exact(r, 150);
+  const AgqStats& s = r.workers[0]->stats();
+  EXPECT_EQ(s.fallbacks, s.results);
+  EXPECT_EQ(s.seqs_aggregated, 0u);
+  EXPECT_EQ(r.workers[0]->engine_stats().below_min_width, 0u);
+  EXPECT_EQ(r.ps.stats().bad, 0u);
+}
+
+TEST(AgqWorkerEngine, GrantBelowMinWidthIsRefused) {
+  // A switch that ignores min_width and grants 8 bits of a 16-bit request:
+  // the RESULT is counted and not decoded (nothing is written, no chunk
+  // completes), the worker retransmits and, after its retries, fails.
+  Rig r(job(2, 32 * 4, 4, 1), 8);
+  r.sw.ignore_min_width = true;
+  for (auto& c : r.cfgs) c.max_retries = 3, c.retry_time_ns = 50'000'000, c.rto_ns = 2'000'000;
+  r.start();
+  EXPECT_FALSE(r.run(5000));
+  for (auto& w : r.workers) {
+    EXPECT_GT(w->engine_stats().below_min_width, 0u);
+    EXPECT_EQ(w->engine_stats().below_min_width, w->engine_stats().bad_results);
+    EXPECT_EQ(w->counters().chunks_done, 0u);
+    EXPECT_EQ(w->stats().results, 0u);
+    EXPECT_TRUE(w->failed());
+  }
+}
+
+TEST(AgqWorkerEngine, PsRefusesABadMinWidth) {
+  // FALLBACK_DATA whose width byte (the worker's min_width) is not a
+  // multiple of 4 in min_width(g)..R is malformed at the PS too.
+  AgqPsEngine ps;
+  AgqPsConfig pc;
+  pc.job = job(2, 64, 4, 1);
+  std::string err;
+  ASSERT_TRUE(ps.init(pc, err)) << err;
+  auto data = [](int req, int minw) {
+    proto::Agq h;
+    h.type = proto::AgqType::FallbackData;
+    h.job_id = 1;
+    h.num_workers = 2;
+    h.req_width = uint8_t(req);
+    h.width = uint8_t(minw);
+    std::vector<uint8_t> buf(kAgqDataFrameLen);
+    agq_frame_template(agq_worker_endpoint(1, 0), agq_ps_endpoint(1)).write(h, buf.data());
+    return buf;
+  };
+  for (int minw : {2, 6, 20}) ps.on_frame(0, data(16, minw), 0);
+  EXPECT_EQ(ps.stats().bad, 3u);
+  for (int minw : {0, 4, 16}) ps.on_frame(0, data(16, minw), 0);
+  EXPECT_EQ(ps.stats().bad, 3u);
 }

@@ -6,6 +6,8 @@
 // loss, a switch restart mid-op, a dead peer, RTO from the measured RTT.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <deque>
@@ -235,7 +237,10 @@ TEST(AllreduceEngine, ManyOpsInFlightOnDifferentKeys) {
 TEST(AllreduceEngine, OpsOfOneKeyAdaptInOrderAndMayAliasOutput) {
   const unsigned n = 2;
   Net net(n, 8);
-  for (auto& c : net.cfgs) c.tuning.error_budget = 1e-2;  // narrower than the 16-bit start
+  for (auto& c : net.cfgs) {
+    c.tuning.error_budget = 1e-2;  // narrower than the 16-bit start
+    c.tuning.error_feedback = false;  // each op's sum within its own bound (ErrorFeedback* below: on)
+  }
   net.start();
   const size_t len = 32 * 20 + 7;
   std::vector<std::vector<std::vector<float>>> in(3), buf(3);
@@ -515,4 +520,166 @@ TEST(AllreduceEngine, NoLossNoRetransmissionAndEveryLaneKeepsItsOrder) {
     EXPECT_EQ(e->counters().retransmissions, 0u);
     EXPECT_EQ(e->stats().spurious, 0u);
   }
+}
+
+namespace {
+
+// Error feedback from outside the engine: per worker, x' = x + residual as
+// it was when the op was submitted (ops of the key run one after the
+// other); every DATA's lanes must be the scalar encoding of x' (a redo's
+// too: it re-encodes x' unchanged), and the final result of each chunk
+// gives the residual x' - x_hat the engine must hold afterwards.
+struct EfCheck final : ChunkObserver {
+  int guard = 0;
+  std::vector<float> xprime, expect;  // of the op in flight
+  uint64_t chunks = 0, redos = 0, bad_sent = 0, decoded_any_d = 0;
+  void on_chunk(const ChunkResult& r) override {
+    const int d = r.p.width - r.width;
+    for (unsigned k = 0; k < r.n_valid; ++k) {
+      const size_t i = r.chunk * r.n_lanes + k;
+      const uint32_t u = rd32(r.sent_be + 4 * k);
+      if (u != agqc::encode(xprime[i], r.p.width, guard, r.p.exponent).u) ++bad_sent;
+      if (!r.redo) {
+        const float v = float(double(xprime[i]) - agqc::decoded_contribution(u, r.p.width, guard, r.p.exponent, d));
+        expect[i] = std::isfinite(v) ? v : 0.0f;
+      }
+    }
+    if (r.redo) ++redos; else ++chunks;
+    if (d > 0) ++decoded_any_d;
+  }
+};
+
+// Runs `rounds` ops of key 7 per worker, one after the other, through net
+// (already started), checking the residuals after each.
+void run_ef_rounds(Net& net, const std::vector<std::vector<std::vector<float>>>& in, std::vector<EfCheck>& ck,
+                   const std::vector<std::shared_ptr<TensorState>>& st, std::vector<std::vector<std::vector<float>>>& out) {
+  const size_t n = net.engines.size();
+  for (size_t r = 0; r < in.size(); ++r) {
+    std::vector<OpPtr> ops;
+    out.emplace_back();
+    for (size_t w = 0; w < n; ++w) {
+      const auto& x = in[r][w];
+      const auto* res = st[w]->residual && st[w]->residual->size() == x.size() ? st[w]->residual.get() : nullptr;
+      ck[w].xprime.resize(x.size());
+      for (size_t i = 0; i < x.size(); ++i) ck[w].xprime[i] = res ? x[i] + (*res)[i] : x[i];
+      ck[w].expect.assign(x.size(), NAN);
+      out.back().emplace_back(x.size(), 0.0f);
+    }
+    for (size_t w = 0; w < n; ++w) {
+      ops.push_back(make_op(7, in[r][w], out.back()[w]));
+      prepare_op(ops.back(), st[w], 32, net.cfgs[w].tuning.error_feedback);
+      ASSERT_TRUE(net.engines[w]->submit(ops.back()));
+    }
+    ASSERT_TRUE(net.run_until([&] { return net.all_idle(); }, 5000));
+    for (size_t w = 0; w < n; ++w) {
+      ASSERT_FALSE(ops[w]->failed) << ops[w]->error;
+      EXPECT_EQ(ck[w].bad_sent, 0u) << "round " << r << " worker " << w << ": a DATA did not carry x + residual";
+      if (!net.cfgs[w].tuning.error_feedback) {
+        EXPECT_FALSE(st[w]->residual);
+        continue;
+      }
+      ASSERT_TRUE(st[w]->residual);
+      ASSERT_EQ(st[w]->residual->size(), in[r][w].size());
+      for (size_t i = 0; i < in[r][w].size(); ++i)
+        ASSERT_EQ(std::bit_cast<uint32_t>((*st[w]->residual)[i]), std::bit_cast<uint32_t>(ck[w].expect[i]))
+            << "round " << r << " worker " << w << " element " << i << ": " << (*st[w]->residual)[i] << " vs "
+            << ck[w].expect[i];
+    }
+  }
+}
+
+}  // namespace
+
+TEST(AllreduceEngine, ErrorFeedbackResidualIsWhatTheResultDidNotCount) {
+  // Coarse widths (budget 5e-2) so the residuals are large; N = 3.
+  const unsigned n = 3;
+  Net net(n, 8);
+  for (auto& c : net.cfgs) c.tuning.error_budget = 5e-2;
+  net.start();
+  std::vector<EfCheck> ck(n);
+  std::vector<std::shared_ptr<TensorState>> st;
+  for (unsigned w = 0; w < n; ++w) {
+    ck[w].guard = agqc::guard_bits(n);
+    net.engines[w]->set_observer(&ck[w]);
+    st.push_back(std::make_shared<TensorState>());
+  }
+  const size_t len = 32 * 12 + 5;
+  std::vector<std::vector<std::vector<float>>> in(4), out;
+  for (int r = 0; r < 4; ++r)
+    for (unsigned w = 0; w < n; ++w) in[r].push_back(gradient(w, len, 70 + r));
+  run_ef_rounds(net, in, ck, st, out);
+  // Every worker holds the same sum; it is sum over workers of x' - residual.
+  for (int r = 0; r < 4; ++r)
+    for (unsigned w = 1; w < n; ++w) ASSERT_EQ(std::memcmp(out[r][w].data(), out[r][0].data(), len * 4), 0);
+  double max_res = 0;
+  for (unsigned w = 0; w < n; ++w)
+    for (float v : *st[w]->residual) max_res = std::max(max_res, double(std::fabs(v)));
+  EXPECT_GT(max_res, 0.0);
+}
+
+TEST(AllreduceEngine, ErrorFeedbackRedoKeepsTheResidualAndSizeChangeResets) {
+  const unsigned n = 2;
+  Net net(n, 8);
+  for (auto& c : net.cfgs) c.tuning.init_scale = 0.25;  // normal(1) data clips in round 0: OVERFLOW redos
+  net.start();
+  std::vector<EfCheck> ck(n);
+  std::vector<std::shared_ptr<TensorState>> st;
+  for (unsigned w = 0; w < n; ++w) {
+    ck[w].guard = agqc::guard_bits(n);
+    net.engines[w]->set_observer(&ck[w]);
+    st.push_back(std::make_shared<TensorState>());
+  }
+  std::vector<std::vector<std::vector<float>>> in(3), out;
+  for (int r = 0; r < 3; ++r)
+    for (unsigned w = 0; w < n; ++w) in[r].push_back(gradient(w, r < 2 ? 32 * 6 : 32 * 9 + 1, 90 + r));
+  // Round 2 has another size: it starts from a zero residual (x' = x).
+  run_ef_rounds(net, {in[0], in[1]}, ck, st, out);
+  EXPECT_GT(ck[0].redos, 0u) << "no OVERFLOW redo happened";
+  const auto old_buf = st[0]->residual;
+  ck[0].bad_sent = ck[1].bad_sent = 0;
+  std::vector<std::vector<std::vector<float>>> out2;
+  run_ef_rounds(net, {in[2]}, ck, st, out2);
+  EXPECT_NE(st[0]->residual, old_buf);  // a new buffer for the new size
+  EXPECT_EQ(old_buf->size(), 32u * 6);
+}
+
+TEST(AllreduceEngine, ErrorFeedbackOffIsTheOldBehaviourBitForBit) {
+  // Off: every DATA carries the encoding of x itself, round after round,
+  // and no residual exists. On: the first op of a key (zero residual) is
+  // bit-identical to off; later ones differ.
+  const unsigned n = 2;
+  const size_t len = 32 * 10 + 3;
+  std::vector<std::vector<std::vector<float>>> in(3);
+  for (int r = 0; r < 3; ++r)
+    for (unsigned w = 0; w < n; ++w) in[r].push_back(gradient(w, len, 110 + r));
+  std::array<std::vector<std::vector<std::vector<float>>>, 2> out;
+  for (int on = 0; on < 2; ++on) {
+    Net net(n, 8);
+    for (auto& c : net.cfgs) c.tuning.error_feedback = on, c.tuning.error_budget = 2e-2;
+    net.start();
+    std::vector<EfCheck> ck(n);
+    std::vector<std::shared_ptr<TensorState>> st;
+    for (unsigned w = 0; w < n; ++w) {
+      ck[w].guard = agqc::guard_bits(n);
+      net.engines[w]->set_observer(&ck[w]);
+      st.push_back(std::make_shared<TensorState>());
+    }
+    run_ef_rounds(net, in, ck, st, out[on]);
+  }
+  for (unsigned w = 0; w < n; ++w) {
+    EXPECT_EQ(std::memcmp(out[0][0][w].data(), out[1][0][w].data(), len * 4), 0);  // round 0: identical
+    EXPECT_NE(std::memcmp(out[0][2][w].data(), out[1][2][w].data(), len * 4), 0);  // round 2: the residuals count
+  }
+}
+
+TEST(AllreduceEngine, ErrorFeedbackMismatchedPrepareIsRefused) {
+  Net net(1, 4);
+  net.start();  // error feedback on (the default)
+  std::vector<float> x(40, 1.0f), y(40);
+  auto op = make_op(3, x, y);
+  prepare_op(op, std::make_shared<TensorState>(), 32, false);
+  std::string why;
+  op->done = [&](AllreduceOp& o) { why = o.error; };
+  EXPECT_FALSE(net.engines[0]->submit(op));
+  EXPECT_NE(why.find("error feedback"), std::string::npos) << why;
 }

@@ -79,7 +79,8 @@ TEST(FastCodec, DecodeMatchesReference) {
   for (unsigned n : {1u, 2u, 3u, 8u, 32u}) {
     const int g = agqc::guard_bits(n);
     for (int granted = agqc::min_width(g); granted <= 32; granted += 4) {
-      for (int d : {0, 4}) {
+      for (int d : {0, 4, 12, 28}) {
+        if (granted + d > 32) continue;  // R = granted + d <= 32: the window sum is below 2^(32-d)
         for (int e : {-100, -8, 0, 7, 100}) {
           uint8_t in[128];
           uint32_t s[32];
@@ -95,7 +96,7 @@ TEST(FastCodec, DecodeMatchesReference) {
             float ref_mx = 0;
             for (unsigned k = 0; k < n_valid; ++k) {
               const float ref = float(agqc::decode_sum(s[k], n, granted, g, e, d));
-              ASSERT_EQ(std::memcmp(&out[k], &ref, 4), 0) << k << " " << out[k] << " vs " << ref;
+              ASSERT_EQ(std::memcmp(&out[k], &ref, 4), 0) << k << " " << out[k] << " vs " << ref << " n " << n << " W " << granted << " d " << d << " e " << e << " s " << s[k];
               ref_mx = std::max(ref_mx, std::fabs(ref));
             }
             for (unsigned k = n_valid; k < 32; ++k) EXPECT_EQ(out[k], -7.0f);  // nothing past the tensor
@@ -104,5 +105,37 @@ TEST(FastCodec, DecodeMatchesReference) {
         }
       }
     }
+  }
+}
+
+TEST(FastCodec, ResidualMatchesReference) {
+  // r := (x + r) - x_hat(u), x_hat = agqc::decoded_contribution, for the
+  // lanes a worker sent: bit for bit the scalar formula; not finite -> 0.
+  std::mt19937 rng(13);
+  std::normal_distribution<float> nd(0, 1);
+  for (unsigned n : {2u, 8u}) {
+    const int g = agqc::guard_bits(n);
+    for (int width : {8, 16, 32})
+      for (int d : {0, 4}) {
+        if (width - d - g < 2) continue;
+        const int e = agqc::exponent_for(2.0, width - g);
+        for (unsigned n_valid : {32u, 13u}) {
+          float x[32], r[32], ref[32];
+          uint8_t sent[128];
+          for (unsigned k = 0; k < 32; ++k) {
+            x[k] = nd(rng), r[k] = 0.01f * nd(rng);
+            if (k == 3) x[k] = INFINITY;
+            const uint32_t u = agqc::encode(x[k] + r[k], width, g, e).u;
+            sent[4 * k] = uint8_t(u >> 24), sent[4 * k + 1] = uint8_t(u >> 16);
+            sent[4 * k + 2] = uint8_t(u >> 8), sent[4 * k + 3] = uint8_t(u);
+            const float v = float(double(x[k] + r[k]) - agqc::decoded_contribution(u, width, g, e, d));
+            ref[k] = k < n_valid ? (std::isfinite(v) ? v : 0.0f) : r[k];
+          }
+          fastc::residual_be(sent, x, r, n_valid, width, g, e, d);
+          for (unsigned k = 0; k < 32; ++k)
+            ASSERT_EQ(std::memcmp(&r[k], &ref[k], 4), 0) << k << " " << r[k] << " vs " << ref[k];
+          EXPECT_EQ(r[3], 0.0f);  // Inf input: no residual carried
+        }
+      }
   }
 }

@@ -46,6 +46,19 @@ int parse_options(int argc, char** argv, Options& o) {
       ->capture_default_str();
   app.add_option("--margin", o.margin, "agq: headroom over the previous round's chunk max before clipping")
       ->capture_default_str();
+  app.add_option("--min-width-slack", o.min_width_slack,
+                 "agq: bits a grant may fall below the request (min_width = R - this, at least g + 2 rounded up "
+                 "to 4; PROTOCOL.md §5); 0 = a grant is R or the PS's exact sum")
+      ->check(CLI::IsMember({0, 4, 8, 12, 16, 20, 24, 28}))->capture_default_str();
+  app.add_option("--fixed-width", o.fixed_width,
+                 "agq: request R = min_width = this for every chunk, the exponent still adapts (32: the "
+                 "SwitchML/ATP design, for comparisons); 0 = adaptive widths")
+      ->check(CLI::IsMember({0, 4, 8, 12, 16, 20, 24, 28, 32}))->capture_default_str();
+  app.add_option("--error-feedback", o.error_feedback,
+                 "agq: keep what quantization and truncation removed from each worker's contribution and add it "
+                 "into the next round (PROTOCOL.md §5): auto = on with --verify off, off otherwise (the verifier "
+                 "checks bit for bit against the raw gradients); on needs --verify off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))->capture_default_str();
   app.add_option("--rto-ms", o.rto_ms, "agq: first retransmission timeout per slot (doubles per retry)")
       ->capture_default_str();
   app.add_option("--rto-min-ms", o.rto_min_ms,
@@ -128,7 +141,8 @@ int parse_options(int argc, char** argv, Options& o) {
   static const char* const kAgqOnly[] = {"--slots", "--rows", "--rounds", "--init-width", "--init-scale",
                                          "--error-budget", "--margin", "--rto-ms", "--rto-min-ms", "--rto-max-ms", "--reo-min-us",
                                          "--max-retries", "--verify", "--lanes", "--switch-ctl", "--job", "--job-file",
-                                         "--handoff-ring", "--retry-time"};
+                                         "--handoff-ring", "--retry-time", "--min-width-slack", "--fixed-width",
+                                         "--error-feedback"};
   const std::vector<const char*> other = protocol == "agq"
                                               ? std::vector<const char*>(std::begin(kClassicOnly), std::end(kClassicOnly))
                                               : std::vector<const char*>(std::begin(kAgqOnly), std::end(kAgqOnly));
@@ -168,6 +182,13 @@ int parse_options(int argc, char** argv, Options& o) {
       std::fprintf(stderr, "agq-worker: %s\n", err.c_str());
       return 2;
     }
+    if (o.error_feedback == "on" && o.verify_every) {
+      std::fprintf(stderr,
+                   "agq-worker: --error-feedback on needs --verify off: with it every worker encodes its gradient "
+                   "plus its residual, which --verify's bit-exact reference (the raw gradients) does not model\n");
+      return 2;
+    }
+    o.error_feedback_on = o.error_feedback == "on" || (o.error_feedback == "auto" && !o.verify_every);
     if (const std::string err = o.agq.validate(); !err.empty()) {
       std::fprintf(stderr, "agq-worker: %s\n", err.c_str());
       return 2;

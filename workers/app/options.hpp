@@ -22,6 +22,10 @@ struct Options {
   double init_scale = 4.0;
   double error_budget = 1e-3;
   double margin = 2.0;
+  int min_width_slack = 0;        // agq: AllreduceTuning::min_width_slack
+  int fixed_width = 0;            // agq: AllreduceTuning::fixed_width (0: adaptive)
+  std::string error_feedback = "auto";  // agq: auto (on iff --verify off) | on | off
+  bool error_feedback_on = false;       // parsed --error-feedback
   double rto_ms = 20.0;
   double rto_min_ms = 5.0;
   double reo_min_us = 200.0;  // AllreduceTuning::reo_min_ns

@@ -250,6 +250,9 @@ int run_agq_worker(const Options& o, Ports& ports) {
   cfg.init_scale = o.init_scale;
   cfg.error_budget = o.error_budget;
   cfg.margin = o.margin;
+  cfg.min_width_slack = o.min_width_slack;
+  cfg.fixed_width = o.fixed_width;
+  cfg.error_feedback = o.error_feedback_on;
   cfg.rto_ns = uint64_t(o.rto_ms * 1e6);
   cfg.rto_min_ns = uint64_t(o.rto_min_ms * 1e6);
   cfg.reo_min_ns = uint64_t(o.reo_min_us * 1e3);
@@ -356,6 +359,7 @@ int run_agq_worker(const Options& o, Ports& ports) {
     es.tail_probes += x.tail_probes;
     es.timer_scans += x.timer_scans;
     es.spurious += x.spurious;
+    es.below_min_width += x.below_min_width;
     es.chunks_over_1ms += x.chunks_over_1ms;
     es.chunks_over_5ms += x.chunks_over_5ms;
     es.max_chunk_ns = std::max(es.max_chunk_ns, x.max_chunk_ns);
@@ -454,6 +458,9 @@ int run_agq_worker(const Options& o, Ports& ports) {
             .raw("process", process_json(pr))
             .num("lcores", uint64_t(pr.parts.size())).num("handed_off", handoff).num("handoff_drops", handoff_drops)
             .num("elements_per_s", eps).num("results", s.results).str("verify", o.verify)
+            .str("error_feedback", o.error_feedback_on ? "on" : "off")
+            .num("min_width_slack", uint64_t(o.min_width_slack)).num("fixed_width", uint64_t(o.fixed_width))
+            .num("below_min_width", es.below_min_width)
             .num("checked", s.checked).num("exact", s.exact)
             .num("mismatches", s.mismatches).num("bad_header", s.bad_header).num("fallbacks", s.fallbacks)
             .num("overflow_results", s.overflow_results).num("redos", s.redos)

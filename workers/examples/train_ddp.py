@@ -66,7 +66,8 @@ def rank_main(rank, world, backend, cfg, out_path, init_file, vdev=None, job=Non
     if backend == "agq":
         import agq_torch
         client = agq_torch.AgqClient(vdev, job, rank, file_prefix=f"agqtrain{os.getpid()}",
-                                     error_budget=cfg["error_budget"])
+                                     error_budget=cfg["error_budget"],
+                                     error_feedback=cfg.get("error_feedback", True))
         state = agq_torch.HookState(client, world, check_every=cfg["check_every"])
         ddp.register_comm_hook(state, agq_torch.allreduce_hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=cfg["lr"], momentum=0.9)
@@ -218,6 +219,8 @@ def main():
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--bucket-mb", type=float, default=0.1, help="DDP bucket cap (small: several buckets in flight)")
     ap.add_argument("--error-budget", type=float, default=1e-4, help="agq quantization step / bucket max")
+    ap.add_argument("--error-feedback", choices=["on", "off"], default="on",
+                    help="agq: carry each rank's quantization residual into the bucket's next step (PROTOCOL.md 5)")
     ap.add_argument("--check-every", type=int, default=10, help="compare with Gloo every k steps (0 = never)")
     ap.add_argument("--explicit-job", action="store_true", help="do not ask the switch for the job (agqctl job get)")
     ap.add_argument("--seed", type=int, default=0)
@@ -229,7 +232,8 @@ def main():
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     cfg = dict(steps=args.steps, batch=args.batch, lr=args.lr, bucket_mb=args.bucket_mb, seed=args.seed,
-               error_budget=args.error_budget, check_every=args.check_every, job_from_switch=not args.explicit_job)
+               error_budget=args.error_budget, error_feedback=args.error_feedback == "on",
+               check_every=args.check_every, job_from_switch=not args.explicit_job)
     results, summary = {}, {"config": cfg, "runs": {}}
     for n in args.procs:
         results[n] = {"gloo": run(n, "gloo", cfg, out), "agq": run(n, "agq", cfg, out)}

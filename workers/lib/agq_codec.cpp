@@ -44,11 +44,19 @@ uint64_t expected_sum(std::span<const uint32_t> us, int width, int granted) {
 
 double decode_sum(uint32_t s, unsigned n, int granted, int guard, int exponent, int d) {
   const int64_t bias = int64_t(n) << (granted - guard - 1);
-  return std::ldexp(double(int64_t(s) - bias), exponent + d);
+  const double v = std::ldexp(double(int64_t(s) - bias), exponent + d);
+  if (d <= 0) return v;
+  return v + std::ldexp(double(uint64_t(n) * ((uint64_t(1) << d) - 1)), exponent - 1);
+}
+
+double decoded_contribution(uint32_t u, int width, int guard, int exponent, int d) {
+  const int64_t t = d > 0 ? int64_t(u >> d) << d : int64_t(u);
+  const double half = d > 0 ? double((uint64_t(1) << d) - 1) * 0.5 : 0.0;
+  return std::ldexp(double(t - (int64_t(1) << (width - guard - 1))) + half, exponent);
 }
 
 double error_bound(unsigned n, int exponent, int d) {
-  return double(n) * (0.5 + double((uint64_t(1) << d) - 1)) * std::ldexp(1.0, exponent);
+  return double(n) * std::ldexp(1.0, exponent + d - 1);
 }
 
 int exponent_for(double range, int value_bits) {

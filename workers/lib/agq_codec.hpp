@@ -5,8 +5,9 @@
 //
 //   g = ceil(log2 N); b = R - g value bits;
 //   q = clamp(round(x / 2^e), -2^(b-1), 2^(b-1) - 1); u = q + 2^(b-1)
-//   the switch grants W <= R, d = R - W, adds u >> d into a W-bit window;
-//   a result lane s decodes to (s - N * 2^(W-g-1)) * 2^(e+d).
+//   the switch grants min_width <= W <= R, d = R - W, adds u >> d into a
+//   W-bit window; a result lane s decodes (unbiased, §2) to
+//   ((s - N * 2^(W-g-1)) * 2^d + N * (2^d - 1) / 2) * 2^e.
 #pragma once
 
 #include <cstdint>
@@ -36,12 +37,28 @@ Encoded encode(float x, int width, int guard, int exponent);
 uint64_t expected_sum(std::span<const uint32_t> us, int width, int granted);
 
 // A result lane (right-aligned window sum) back to the float sum of N values.
+// Unbiased (PROTOCOL.md §2): truncation drops r_i = u_i mod 2^d of every
+// contribution, so the mean of what it removed, N (2^d - 1) / 2 steps, is
+// added back. Computed as ldexp(s - bias, e + d) + ldexp(N (2^d - 1), e - 1):
+// two exact terms, one rounding (the fast codec does the same operations).
 double decode_sum(uint32_t s, unsigned n, int granted, int guard, int exponent, int d);
 
+// What the switch counted of one contribution u (section 5's x_hat): its
+// truncated value with the same offset, (u >> d) * 2^d + (2^d - 1) / 2, less
+// the bias 2^(b-1), in steps of 2^e. Exact in double.
+double decoded_contribution(uint32_t u, int width, int guard, int exponent, int d);
+
 // Largest |error| of one decoded sum element (unclipped inputs): each of the
-// N values loses at most half a step to rounding and 2^d - 1 steps to the
-// switch's truncation to the granted width.
+// N values loses at most half a step to rounding and, the truncation
+// centred, (2^d - 1) / 2 steps to it: N * 2^(e+d-1).
 double error_bound(unsigned n, int exponent, int d);
+
+// min_width of a chunk requesting `width` (PROTOCOL.md §5): width less
+// `slack` bits, never below min_width(guard), never above width.
+inline int min_width_for(int width, int slack, int guard) {
+  const int m = width - slack, lo = min_width(guard);
+  return m < lo ? (lo < width ? lo : width) : m;
+}
 
 struct ChunkParams {
   int width = 16;    // req_width R

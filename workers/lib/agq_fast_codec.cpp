@@ -12,6 +12,18 @@
 
 namespace agq::worker::fastc {
 
+namespace {
+// One lane of residual_be, the reference the AVX2 path equals bit for bit.
+inline float residual_one(uint32_t u, float x, float r, int width, int guard, int exponent, int d) {
+  const float xp = x + r;
+  const float v = float(double(xp) - agqc::decoded_contribution(u, width, guard, exponent, d));
+  return std::isfinite(v) ? v : 0.0f;
+}
+inline uint32_t ld_be32(const uint8_t* p) {
+  return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
+}
+}  // namespace
+
 #ifdef __AVX2__
 namespace {
 
@@ -74,11 +86,19 @@ bool encode_be(const float* x, unsigned n_valid, unsigned n_lanes, int width, in
 
 float decode_be(const uint8_t* in, unsigned n_valid, unsigned n, int granted, int guard, int exponent, int d,
                 float* out) {
-  // s - bias = (s ^ 2^31 as int32) + (2^31 - bias): every term an exact double.
+  // d = 0: s - bias = (s ^ 2^31 as int32) + (2^31 - bias): every term an
+  // exact double. d > 0, the unbiased decode (agqc::decode_sum): + N (2^d -
+  // 1) / 2 steps of 2^e, i.e. c = N (2^d - 1) / 2^(d+1) steps of 2^(e+d).
+  // Then the window sum s < 2^W <= 2^(32-d) is a non-negative int32 as it
+  // is (no flip), bias < 2^W too, and s + (c - bias) needs at most
+  // (33 - d) + (d + 1) bits: exact in double, as the reference's sum of its
+  // two exact terms is -- the same value, the same rounding to float, and
+  // no extra operation per lane.
   const double bias = std::ldexp(double(n), granted - guard - 1);
-  const __m256d off = _mm256_set1_pd(2147483648.0 - bias);
+  const double c = d > 0 ? std::ldexp(double(uint64_t(n) * ((uint64_t(1) << d) - 1)), -(d + 1)) : 0.0;
+  const __m256d off = _mm256_set1_pd(d > 0 ? c - bias : 2147483648.0 - bias);
   const __m256d scale = _mm256_set1_pd(std::ldexp(1.0, exponent + d));
-  const __m256i flip = _mm256_set1_epi32(int(0x80000000u));
+  const __m256i flip = _mm256_set1_epi32(d > 0 ? 0 : int(0x80000000u));
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   __m256 mx = _mm256_setzero_ps();
   alignas(32) float tmp[8];
@@ -103,6 +123,35 @@ float decode_be(const uint8_t* in, unsigned n_valid, unsigned n, int granted, in
   alignas(32) float m8[8];
   _mm256_store_ps(m8, mx);
   return *std::max_element(m8, m8 + 8);
+}
+
+
+void residual_be(const uint8_t* sent, const float* x, float* r, unsigned n_valid, int width, int guard, int exponent,
+                 int d) {
+  // x_hat = ((u >> d << d) - 2^(b-1) + (2^d - 1) / 2) * 2^e, every term exact in double;
+  // (u >> d << d) ^ 2^31 as int32 + 2^31 is the unsigned value.
+  const int dd = d > 0 ? d : 0;
+  const double off_i = 2147483648.0 - std::ldexp(1.0, width - guard - 1) + (dd ? double((uint64_t(1) << dd) - 1) * 0.5 : 0.0);
+  const __m256d off = _mm256_set1_pd(off_i);
+  const __m256d scale = _mm256_set1_pd(std::ldexp(1.0, exponent));
+  const __m256i flip = _mm256_set1_epi32(int(0x80000000u));
+  const __m128i cnt = _mm_cvtsi32_si128(dd);
+  const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  const __m256 inf = _mm256_set1_ps(INFINITY);
+  unsigned k = 0;
+  for (; k + 8 <= n_valid; k += 8) {
+    __m256i u = bswap32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(sent + 4 * k)));
+    u = _mm256_xor_si256(_mm256_sll_epi32(_mm256_srl_epi32(u, cnt), cnt), flip);
+    const __m256d h0 = _mm256_mul_pd(_mm256_add_pd(_mm256_cvtepi32_pd(_mm256_castsi256_si128(u)), off), scale);
+    const __m256d h1 = _mm256_mul_pd(_mm256_add_pd(_mm256_cvtepi32_pd(_mm256_extracti128_si256(u, 1)), off), scale);
+    const __m256 xp = _mm256_add_ps(_mm256_loadu_ps(x + k), _mm256_loadu_ps(r + k));
+    const __m256d e0 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(xp)), h0);
+    const __m256d e1 = _mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(xp, 1)), h1);
+    const __m256 v = _mm256_set_m128(_mm256_cvtpd_ps(e1), _mm256_cvtpd_ps(e0));
+    // finite: |v| < Inf (false for NaN too)
+    _mm256_storeu_ps(r + k, _mm256_and_ps(v, _mm256_cmp_ps(_mm256_and_ps(v, absmask), inf, _CMP_LT_OQ)));
+  }
+  for (; k < n_valid; ++k) r[k] = residual_one(ld_be32(sent + 4 * k), x[k], r[k], width, guard, exponent, d);
 }
 
 #else  // portable fallback: the scalar reference, lane by lane
@@ -131,6 +180,11 @@ float decode_be(const uint8_t* in, unsigned n_valid, unsigned n, int granted, in
     mx = std::max(mx, std::fabs(out[k]));
   }
   return mx;
+}
+
+void residual_be(const uint8_t* sent, const float* x, float* r, unsigned n_valid, int width, int guard, int exponent,
+                 int d) {
+  for (unsigned k = 0; k < n_valid; ++k) r[k] = residual_one(ld_be32(sent + 4 * k), x[k], r[k], width, guard, exponent, d);
 }
 
 #endif

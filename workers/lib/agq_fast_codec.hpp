@@ -25,4 +25,12 @@ bool encode_be(const float* x, unsigned n_valid, unsigned n_lanes, int width, in
 float decode_be(const uint8_t* in, unsigned n_valid, unsigned n, int granted, int guard, int exponent, int d,
                 float* out);
 
+// Error feedback (PROTOCOL.md §5): with x' = x[k] + r[k] the value that was
+// encoded into our DATA lanes sent[k] and d the final RESULT's truncation,
+// r[k] := x' - x_hat, x_hat = agqc::decoded_contribution(u_k, ...): what
+// quantization, clipping and truncation removed from our contribution. A
+// residual that is not finite (a NaN or Inf input) becomes 0.
+void residual_be(const uint8_t* sent, const float* x, float* r, unsigned n_valid, int width, int guard, int exponent,
+                 int d);
+
 }  // namespace agq::worker::fastc

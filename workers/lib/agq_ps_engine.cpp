@@ -43,12 +43,20 @@ void AgqPsEngine::on_frame(uint16_t, std::span<const uint8_t> frame, uint64_t) {
   }
 }
 
+// The width byte of a FALLBACK_DATA is the worker's min_width (PROTOCOL.md
+// §1), or 0 where the switch cleared it. The PS sums at d = 0, a grant of R
+// that honours any min_width, so the value only has to be one a worker may
+// send: a multiple of 4 in min_width(g)..R (the switch drops any other DATA).
+bool AgqPsEngine::min_width_ok(int min_width, int req_width) const {
+  return min_width == 0 || (min_width % 4 == 0 && min_width >= agqc::min_width(guard_) && min_width <= req_width);
+}
+
 void AgqPsEngine::on_fallback(const proto::Agq& h) {
   ++stats_.fallback_data;
   const AgqJobSpec& job = cfg_.job;
   const int r = h.req_width;
   if (h.slot >= job.slots || h.worker_id >= job.num_workers || h.num_workers != job.num_workers ||
-      r < agqc::kMinWidth || r > agqc::kMaxWidth || r % 4) {
+      r < agqc::kMinWidth || r > agqc::kMaxWidth || r % 4 || !min_width_ok(h.width, r)) {
     ++stats_.bad;
     ++counters_.malformed;
     return;

@@ -79,6 +79,7 @@ class AgqPsEngine {
     bool overflow = false;
   };
   void on_fallback(const proto::Agq& h);
+  bool min_width_ok(int min_width, int req_width) const;
   // to_worker >= 0: a RETRANSMIT answer the switch unicasts to that worker only.
   void queue_result(const Seq& s, int to_worker);
 

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -117,6 +118,13 @@ AgqCheck AgqVerifier::check(uint32_t round, uint64_t chunk, const agqc::ChunkPar
       r.expected = uint32_t(sum[k]);
     }
     if (!decoded || base + k >= job_.elements) continue;
+    const float ref = float(agqc::decode_sum(got, n, width, guard_, p.exponent, d));
+    if (std::bit_cast<uint32_t>(ref) != std::bit_cast<uint32_t>(decoded[k]) && r.decode_ok) {
+      r.decode_ok = false;
+      r.bad_lane = r.exact && r.sent_ok ? int(k) : r.bad_lane;
+      r.decoded = decoded[k];
+      r.reference = ref;
+    }
     if (clipped[k]) {
       ++err.clipped;  // the clip is the exponent's choice (OVERFLOW redo), not the switch's error
       continue;
@@ -125,7 +133,7 @@ AgqCheck AgqVerifier::check(uint32_t round, uint64_t chunk, const agqc::ChunkPar
     err.add(double(decoded[k]) - fsum[k],
             agqc::error_bound(n, p.exponent, d) + std::fabs(double(decoded[k])) * 0x1p-24);
   }
-  if (!r.sent_ok) r.exact = false;
+  if (!r.sent_ok || !r.decode_ok) r.exact = false;
   return r;
 }
 

@@ -9,8 +9,10 @@
 // with the packet path's vectorised encoder: it re-encodes every worker's
 // values with the scalar agqc::encode, checks that our own DATA carried
 // exactly those lanes, that the result lanes are exactly sum_i(u_i >> d),
-// and that the decoded values are within the float error bound of the exact
-// float sum.
+// that the decoded values are the scalar agqc::decode_sum of them (unbiased,
+// PROTOCOL.md §2) and within its error bound N * 2^(e+d-1) of the exact
+// float sum. Error feedback must be off: the reference encodes x, not x +
+// residual.
 #pragma once
 
 #include <array>
@@ -63,6 +65,8 @@ class AgqGradients {
 struct AgqCheck {
   bool exact = true;
   bool sent_ok = true;      // our DATA lanes equal the reference encoding
+  bool decode_ok = true;    // the decoded values equal the scalar unbiased decode of the result lanes, bit for bit
+  float decoded = 0, reference = 0;  // !decode_ok: the first lane that differs
   int bad_lane = -1;
   uint32_t got = 0, expected = 0;
   bool any_clipped = false;  // some contribution clipped (OVERFLOW expected)

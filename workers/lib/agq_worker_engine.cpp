@@ -25,13 +25,13 @@ std::shared_ptr<AgqRounds> AgqRounds::make(const AgqWorkerConfig& cfg, const Agq
     Logical& lw = r->lws[i];
     lw.barrier = make_op(kBarrierKey, std::span<const float>(&lw.barrier_in, 1), std::span<float>(&lw.barrier_out, 1),
                          {}, unsigned(i), cfg.parts);
-    prepare_op(lw.barrier, std::make_shared<TensorState>(), cfg.lanes);
+    prepare_op(lw.barrier, std::make_shared<TensorState>(), cfg.lanes, cfg.error_feedback);
     lw.out[0].assign(cfg.job.elements, 0.0f);
     if (cfg.job.rounds > 1) lw.out[1].assign(cfg.job.elements, 0.0f);
     auto state = std::make_shared<TensorState>();
     for (uint32_t k = 0; k < cfg.job.rounds; ++k) {
       auto op = make_op(0, grads.tensor(cfg.ids[i], k), lw.out[k % 2], {}, unsigned(i), cfg.parts);
-      prepare_op(op, state, cfg.lanes);
+      prepare_op(op, state, cfg.lanes, cfg.error_feedback);
       lw.rounds.push_back(std::move(op));
     }
   }
@@ -71,6 +71,14 @@ bool AgqWorkerEngine::init(const AgqWorkerConfig& cfg, std::string& err, FrameIo
   t.reply_timeout_ns = cfg.reply_timeout_ns;
   t.burst = cfg.burst;
   t.away_ns = cfg.away_ns;
+  t.min_width_slack = cfg.min_width_slack;
+  t.fixed_width = cfg.fixed_width;
+  t.error_feedback = cfg.error_feedback;
+  if (cfg.error_feedback && cfg.verify_every) {
+    err = "error feedback changes what every worker encodes (x + its residual), which the verifier's scalar "
+          "reference does not model: --verify off with --error-feedback on";
+    return false;
+  }
   ec.part = cfg.part;
   ec.parts = cfg.parts;
   ec.queues = cfg.queues;
@@ -212,6 +220,9 @@ void AgqWorkerEngine::on_chunk(const ChunkResult& r) {
                      "%s 0x%08x expected 0x%08x\n",
                      lws_[0].id, round, r.chunk, r.slot, r.version, r.p.width, r.width, r.pos, r.p.exponent,
                      r.fallback ? " (fallback)" : "", ck.bad_lane, ck.sent_ok ? "got" : "SENT", ck.got, ck.expected);
+      if (!ck.decode_ok && stats_.mismatches <= cfg_.max_print)
+        std::fprintf(cfg_.log, "  decoded %.9g, the scalar decode of the result lane says %.9g\n", double(ck.decoded),
+                     double(ck.reference));
     }
   }
   ++stats_.seqs;

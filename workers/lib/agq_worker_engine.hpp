@@ -56,6 +56,9 @@ struct AgqWorkerConfig {
   uint64_t reply_timeout_ns = 5'000'000'000ull;
   unsigned burst = 32;
   uint64_t away_ns = 0;  // AllreduceTuning::away_ns
+  int min_width_slack = 0;      // AllreduceTuning::min_width_slack
+  int fixed_width = 0;          // AllreduceTuning::fixed_width (0: adaptive)
+  bool error_feedback = false;  // AllreduceTuning::error_feedback (needs verify_every = 0)
   uint32_t verify_every = 1;    // 1 = all, K = one chunk in K, 0 = off
   bool barrier = false;         // a one-chunk op first: every worker is there when round 0 starts
   unsigned part = 0, parts = 1, queues = 1;  // slot partition of this engine (lcores)

@@ -100,7 +100,7 @@ OpPtr make_op(uint64_t key, std::span<const float> input, std::span<float> outpu
   return op;
 }
 
-void prepare_op(const OpPtr& op, const std::shared_ptr<TensorState>& state, unsigned lanes) {
+void prepare_op(const OpPtr& op, const std::shared_ptr<TensorState>& state, unsigned lanes, bool error_feedback) {
   if (op->linked) return;
   op->linked = true;
   op->state = state;
@@ -113,6 +113,16 @@ void prepare_op(const OpPtr& op, const std::shared_ptr<TensorState>& state, unsi
   else
     op->prev.reset(), op->round = 0;
   state->last = op;
+  if (error_feedback) {
+    // The residual is read by this op's encodes only after the previous op
+    // of the key completed (its chunks park until then), so one buffer per
+    // size serves them all. A new size starts from zero in a new buffer.
+    if (!state->residual || state->residual->size() != op->input.size())
+      state->residual = std::make_shared<std::vector<float>>(op->input.size(), 0.0f);
+    op->residual = state->residual;
+  } else {
+    state->residual.reset();
+  }
 }
 
 // ---------------------------------------------------------------------------
@@ -134,6 +144,7 @@ struct AllreduceEngine::Impl {
     uint32_t uses = 0;       // completed uses: version of the current one = uses & 1
     St st = St::Idle;
     agqc::ChunkParams p;
+    uint8_t min_w = 0;       // min_width of its DATA (PROTOCOL.md §5)
     uint8_t redos = 0;
     bool retransmitted = false, renewed = false;
     uint64_t send_seq = 0;   // order of its last transmission among the logical worker's
@@ -220,6 +231,8 @@ struct AllreduceEngine::Impl {
       return;
     }
     sl.p = params(op, sl.g - en->first);
+    const AllreduceTuning& t = e.cfg_.tuning;
+    sl.min_w = uint8_t(t.fixed_width ? sl.p.width : agqc::min_width_for(sl.p.width, t.min_width_slack, guard));
     sl.redos = 0;
     sl.st = St::Ready;
     lw.ready.push_back(s);
@@ -229,6 +242,12 @@ struct AllreduceEngine::Impl {
     const AllreduceTuning& t = e.cfg_.tuning;
     const int cap = e.cfg_.job.max_width;
     agqc::ChunkParams p;
+    if (t.fixed_width) {
+      // R = W for every chunk; the exponent adapts as with adaptive widths.
+      const int w = t.fixed_width;
+      if (op.round == 0) return agqc::initial_params(w, t.init_scale, guard);
+      return {w, agqc::exponent_for(double(op.prev->chunk_max[c]) * t.margin, w - guard)};
+    }
     if (op.round == 0) {
       const int w = std::min(t.init_width, cap);
       p = agqc::initial_params(w, t.init_scale, guard);
@@ -252,8 +271,16 @@ struct AllreduceEngine::Impl {
     const uint64_t c = sl.g - en.first;
     const uint64_t n_el = en.op->input.size();
     const unsigned n_valid = unsigned(std::min<uint64_t>(lanes, n_el - c * lanes));
-    const bool clipped = fastc::encode_be(en.op->input.data() + c * lanes, n_valid, lanes, sl.p.width, guard,
-                                          sl.p.exponent, h + 20);
+    const float* x = en.op->input.data() + c * lanes;
+    alignas(32) float xr[fastc::kMaxLanes];
+    if (en.op->residual) {
+      // Error feedback: x' = x + residual (an OVERFLOW redo encodes the
+      // same x': the residual changes only with the final result).
+      const float* r = en.op->residual->data() + c * lanes;
+      for (unsigned k = 0; k < n_valid; ++k) xr[k] = x[k] + r[k];
+      x = xr;
+    }
+    const bool clipped = fastc::encode_be(x, n_valid, lanes, sl.p.width, guard, sl.p.exponent, h + 20);
     // Loss desynchronises the slots (at 1% loss, N = 2, 16 MB, the slot
     // furthest ahead is 13-24 uses ahead of the one furthest behind at half
     // time), so consecutive chunks we touch are no longer neighbours in
@@ -268,6 +295,9 @@ struct AllreduceEngine::Impl {
       prefetch_chunk(en.op->input.data() + (c + job.slots) * lanes,
                      unsigned(std::min<uint64_t>(lanes, n_el - (c + job.slots) * lanes)), false);
       if (en.op->prev) __builtin_prefetch(en.op->prev->chunk_max.data() + c + job.slots, 0, 3);
+      if (en.op->residual)
+        prefetch_chunk(en.op->residual->data() + (c + job.slots) * lanes,
+                       unsigned(std::min<uint64_t>(lanes, n_el - (c + job.slots) * lanes)), true);
     }
     h[0] = kTypeData;
     h[1] = uint8_t(((sl.uses & 1) ? proto::kAgqFlagVersion : 0) | (clipped ? proto::kAgqFlagOverflow : 0));
@@ -277,7 +307,7 @@ struct AllreduceEngine::Impl {
     be16(h + 6, uint16_t(s));
     be32(h + 8, uint32_t(sl.g));
     h[12] = uint8_t(sl.p.width);
-    h[13] = uint8_t(sl.p.width);  // min_width (PROTOCOL.md §1): the budget's width, no narrower grant
+    h[13] = sl.min_w;  // min_width (PROTOCOL.md §1, §5): no narrower grant, the PS's exact sum instead
     h[14] = h[15] = 0;
     h[16] = uint8_t(int8_t(sl.p.exponent));
     h[17] = uint8_t(lanes);
@@ -477,6 +507,17 @@ bool AllreduceEngine::init(const EngineConfig& cfg, FrameIo& io, std::string& er
     err = "init width leaves fewer than 2 value bits for N = " + std::to_string(cfg.job.num_workers);
     return false;
   }
+  if (t.min_width_slack < 0 || t.min_width_slack > 28 || t.min_width_slack % 4) {
+    err = "min width slack must be a multiple of 4 in 0..28 (bits a grant may fall below the request)";
+    return false;
+  }
+  const int w_min = agqc::min_width(m.guard);
+  if (t.fixed_width &&
+      (t.fixed_width % 4 || t.fixed_width < w_min || t.fixed_width > int(cfg.job.max_width))) {
+    err = "fixed width must be a multiple of 4 in " + std::to_string(w_min) + ".." +
+          std::to_string(cfg.job.max_width) + " (the job's max_width) for N = " + std::to_string(cfg.job.num_workers);
+    return false;
+  }
   m.lw_of_id.fill(-1);
   const unsigned n_lanes = std::max<unsigned>(1, cfg.job.switch_lcores);
   m.lane_of.resize(cfg.job.slots);
@@ -536,7 +577,10 @@ bool AllreduceEngine::submit(const OpPtr& opp) {
     if (cfg_.parts > 1) return reject("an op for a multi-part engine must be prepared (prepare_op) first");
     auto& st = lw.states[op.key];
     if (!st) st = std::make_shared<TensorState>();
-    prepare_op(opp, st, lanes);
+    prepare_op(opp, st, lanes, cfg_.tuning.error_feedback);
+  } else if (bool(op.residual) != cfg_.tuning.error_feedback && !op.input.empty()) {
+    return reject(std::string("op prepared with error feedback ") + (op.residual ? "on" : "off") +
+                  " for an engine with it " + (cfg_.tuning.error_feedback ? "on" : "off"));
   }
   op.submit_ns = m.now;
   op.first_chunk = lw.next_global;
@@ -727,6 +771,15 @@ int AllreduceEngine::on_frame(std::span<const uint8_t> frame, uint64_t now_ns) {
     ++counters_.malformed;
     return -1;  // not decodable: the timer resends and the switch answers again
   }
+  if (!fallback && width < sl.min_w) {
+    // The switch must grant at least min_width or hand the sequence to the
+    // PS (PROTOCOL.md §2): a narrower window breaks the error budget. Not
+    // decoded; the timer resends and the switch answers again.
+    ++stats_.bad_results;
+    ++stats_.below_min_width;
+    ++counters_.malformed;
+    return -1;
+  }
   const uint16_t epoch = rd16(h + 18);
   if (epoch) {
     if (stats_.epoch && epoch != stats_.epoch) {
@@ -793,6 +846,11 @@ int AllreduceEngine::on_frame(std::span<const uint8_t> frame, uint64_t now_ns) {
   const uint32_t b = uint32_t(li) * job.slots + s;
   float* out = op.output.data() + c * lanes;
   if (!redo) {
+    // Error feedback, before the output is written (it may be the input):
+    // what the result counted of our DATA (its lanes are still the frame's).
+    if (op.residual)
+      fastc::residual_be(m.io->frame(b) + kAgqHdrOffset + 20, op.input.data() + c * lanes,
+                         op.residual->data() + c * lanes, n_valid, sl.p.width, guard, sl.p.exponent, d);
     const float mx = fastc::decode_be(h + 20, n_valid, job.num_workers, width, guard, sl.p.exponent, d, out);
     op.chunk_max[c] = float(double(mx) / job.num_workers);  // widths of the key's next op
     ++st.req_hist[sl.p.width / 4];
@@ -807,9 +865,9 @@ int AllreduceEngine::on_frame(std::span<const uint8_t> frame, uint64_t now_ns) {
     st.error_bound = std::max(st.error_bound, agqc::error_bound(job.num_workers, sl.p.exponent, d));
   }
   if (observer_) {
-    ChunkResult r{&op,    unsigned(li), c,        sl.g,    s,     sl.uses & 1u, sl.p,
-                  width,  pos,          fallback, overflow, redo, lanes,        n_valid,
-                  h + 20, m.io->frame(b) + kAgqHdrOffset + 20, redo ? nullptr : out, epoch};
+    ChunkResult r{&op,    unsigned(li), c,        sl.g,     s,    sl.uses & 1u, sl.p,   width,
+                  pos,    sl.min_w,     fallback, overflow, redo, lanes,        n_valid, h + 20,
+                  m.io->frame(b) + kAgqHdrOffset + 20, redo ? nullptr : out, epoch};
     observer_->on_chunk(r);
   }
   --lw.in_flight;
@@ -1003,7 +1061,12 @@ unsigned AllreduceEngine::tick(uint64_t now_ns, bool timers) {
         if (sl.tries >= cfg_.tuning.max_retries && now_ns - sl.sent_ns >= cfg_.tuning.retry_time_ns) {
           std::string why = "job " + std::to_string(cfg_.job.job_id) + ": no RESULT after " +
                             std::to_string(sl.tries) + " retransmissions; " + m.stalled_report(now_ns);
-          if (stats_.switch_restarts)
+          if (stats_.below_min_width)
+            why += ". The switch answered " + std::to_string(stats_.below_min_width) +
+                   " RESULTs with windows narrower than the DATA's min_width, refused (PROTOCOL.md §2: it "
+                   "must grant at least min_width or hand the sequence to the PS): a switch that predates "
+                   "min_width grants? (--min-width-slack lets narrower grants through, at a larger error)";
+          else if (stats_.switch_restarts)
             why += ". The switch restarted during the job (boot epoch " + std::to_string(m.restart_from) + " -> " +
                    std::to_string(stats_.epoch) +
                    "): sequences that some workers had already completed before the restart cannot be "

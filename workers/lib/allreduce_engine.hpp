@@ -109,6 +109,20 @@ struct AllreduceTuning {
   // under heavy load it stretched recovery at 10% loss until sequences ran
   // out of retries; the RTO and the waiting rule cover descheduling).
   uint64_t away_ns = 0;
+  // min_width of every DATA (PROTOCOL.md §5): the chunk's R less this many
+  // bits (a multiple of 4; never below agqc::min_width(g)). 0: every grant
+  // is R or the PS's exact sum.
+  int min_width_slack = 0;
+  // 0 = adaptive. W (a multiple of 4, min_width(g)..max_width): every chunk
+  // requests R = min_width = W, the exponent still adapts -- the fixed
+  // 32-bit design of SwitchML/ATP at W = 32, for comparisons.
+  int fixed_width = 0;
+  // Error feedback (PROTOCOL.md §5): per tensor key one float per element,
+  // what quantization, clipping and truncation removed from this worker's
+  // contribution, added into the key's next op before encoding. Off for
+  // bit-exact protocol checks (the encoded values are then x, not x +
+  // residual).
+  bool error_feedback = true;
 };
 
 // One logical worker hosted by the engine.
@@ -192,6 +206,11 @@ struct AllreduceOp {
   std::vector<OpStats> part_stats;
   std::shared_ptr<AllreduceOp> prev;  // previous op of the key (params depend on it), until this one is done
   std::vector<float> chunk_max;       // max |aggregate| / N per chunk, written as chunks complete
+  // Error feedback: the key's residual (TensorState::residual when the op
+  // was prepared; null = off). Element i is read when chunk i/lanes is
+  // encoded and written once, by the part that owns the chunk, from its
+  // final RESULT.
+  std::shared_ptr<std::vector<float>> residual;
   double tensor_max = 0;              // max of chunk_max, when complete
   std::atomic<bool> complete{false};
   bool linked = false;
@@ -202,13 +221,20 @@ using OpPtr = std::shared_ptr<AllreduceOp>;
 // Per tensor key and logical worker: the last op submitted on the key, whose
 // decoded aggregate (chunk maxima) chooses the next op's width and exponent
 // per chunk.
+// With error feedback it also holds the key's residual, one float per
+// element: a new one (zeros) whenever the key's size changes -- an op of
+// the old size still in flight keeps writing its own.
 struct TensorState {
   std::shared_ptr<AllreduceOp> last;
+  std::shared_ptr<std::vector<float>> residual;
 };
 
 // Links op behind the last op of its key (state) for an engine of `lanes`
-// lanes. Once per op, before submitting it to the parts of a multi-part process.
-void prepare_op(const std::shared_ptr<AllreduceOp>& op, const std::shared_ptr<TensorState>& state, unsigned lanes);
+// lanes. Once per op, before submitting it to the parts of a multi-part
+// process; error_feedback must be the engines' AllreduceTuning::error_feedback
+// (submit refuses an op prepared otherwise).
+void prepare_op(const std::shared_ptr<AllreduceOp>& op, const std::shared_ptr<TensorState>& state, unsigned lanes,
+                bool error_feedback = false);
 
 // A final or redone RESULT as the engine accepted it, for observers (the
 // verifier, memory accounting). Lanes as they are in the frames (big-endian).
@@ -220,6 +246,7 @@ struct ChunkResult {
   unsigned version;
   agqc::ChunkParams p;      // request R and exponent e
   int width, pos;           // granted (fallback: R, pos 0)
+  int min_width;            // our DATA's min_width
   bool fallback, overflow, redo;  // redo: this result is discarded, the chunk goes again
   unsigned n_lanes, n_valid;      // lanes in the frame, lanes inside the tensor
   const uint8_t* result_be;       // the RESULT's lanes
@@ -237,7 +264,8 @@ class ChunkObserver {
 struct EngineStats {
   OpStats total;                    // all ops
   uint64_t ops_done = 0, ops_failed = 0;
-  uint64_t bad_results = 0;         // RESULTs that do not fit the request (not decodable)
+  uint64_t bad_results = 0;         // RESULTs that do not fit the request (not decodable), or a grant below min_width
+  uint64_t below_min_width = 0;     // ... of those: a switch grant below our DATA's min_width (not decoded)
   uint64_t max_retries_seen = 0;
   uint64_t switch_restarts = 0;     // boot epoch changes seen
   uint64_t link_downs = 0;

@@ -118,7 +118,8 @@ PYBIND11_MODULE(_agq, m) {
                        const std::string& self_mac, const std::string& ps_ip, const std::string& ps_mac,
                        const std::string& file_prefix, int mem_mb, double connect_timeout, uint32_t idle_sleep_us,
                        int init_width, double init_scale, double error_budget, double margin, double rto_ms,
-                       double rto_max_ms, unsigned max_retries, double reply_timeout, uint32_t window, int row_shift) {
+                       double rto_max_ms, unsigned max_retries, double reply_timeout, uint32_t window, int row_shift,
+                       bool error_feedback, int min_width_slack, int fixed_width) {
              ClientOptions o;
              o.vdev = vdev;
              o.file_prefix = file_prefix;
@@ -148,6 +149,9 @@ PYBIND11_MODULE(_agq, m) {
              t.rto_max_ns = uint64_t(rto_max_ms * 1e6);
              t.max_retries = max_retries;
              t.reply_timeout_ns = uint64_t(reply_timeout * 1e9);
+             t.error_feedback = error_feedback;
+             t.min_width_slack = min_width_slack;
+             t.fixed_width = fixed_width;
              PyClient p;
              {
                py::gil_scoped_release nogil;  // memif connect waits up to connect_timeout
@@ -161,7 +165,8 @@ PYBIND11_MODULE(_agq, m) {
            py::arg("mem_mb") = 128, py::arg("connect_timeout") = 5.0, py::arg("idle_sleep_us") = 200,
            py::arg("init_width") = 32, py::arg("init_scale") = 16.0, py::arg("error_budget") = 1e-4,
            py::arg("margin") = 4.0, py::arg("rto_ms") = 20.0, py::arg("rto_max_ms") = 640.0,
-           py::arg("max_retries") = 25, py::arg("reply_timeout") = 5.0, py::arg("window") = 0, py::arg("row_shift") = -1)
+           py::arg("max_retries") = 25, py::arg("reply_timeout") = 5.0, py::arg("window") = 0, py::arg("row_shift") = -1,
+           py::arg("error_feedback") = true, py::arg("min_width_slack") = 0, py::arg("fixed_width") = 0)
       .def("submit", &PyClient::submit, py::arg("input"), py::arg("output"), py::arg("scale") = 1.0f,
            py::arg("tag") = 0, py::arg("bound") = py::none(),
            "Queues sum(input over workers) * scale -> output; returns the operation id. Keep the arrays alive "

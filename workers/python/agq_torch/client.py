@@ -16,12 +16,17 @@ ClientError = _agq.ClientError
 
 
 class AgqClient:
-    def __init__(self, vdev: str, job: dict, rank: int, **options):
+    def __init__(self, vdev: str, job: dict, rank: int, error_feedback: bool = True, **options):
         """vdev: the DPDK --vdev of this rank's port (a memif client of the
-        switch); job: job_from_switch() or explicit_job(); options: _agq.Client
-        keywords (file_prefix, connect_timeout, error_budget, init_width, ...)."""
+        switch); job: job_from_switch() or explicit_job(); error_feedback:
+        keep, per tag, what quantization and truncation removed from this
+        rank's contribution and add it into the tag's next allreduce
+        (PROTOCOL.md section 5; off for bit-exact comparisons); options:
+        _agq.Client keywords (file_prefix, connect_timeout, error_budget,
+        init_width, min_width_slack, fixed_width, ...)."""
         self.job, self.rank = job, rank
-        self._c = _agq.Client(vdev, **client_args(job, rank), **options)
+        self.error_feedback = bool(error_feedback)
+        self._c = _agq.Client(vdev, **client_args(job, rank), error_feedback=self.error_feedback, **options)
         self._lock = threading.Lock()
         self._pending = {}
         self.history = []  # (tag, stats) of every completed operation, in completion order

@@ -8,7 +8,13 @@ check_every = k > 0 also allreduces a copy of every bucket of every k-th
 step with the process group (Gloo) and compares, element by element, the
 switch's result with it against libagq's per-element error bound (the
 protocol's bound for the width granted, PROTOCOL.md section 2): the
-quantization error on real gradients, measured. Those steps are slower."""
+quantization error on real gradients, measured. Those steps are slower.
+The bound is the protocol's for what this step encoded: with the client's
+error feedback on (its default) every rank encodes its gradient plus the
+residual the bucket's previous step left, so the result differs from Gloo's
+sum of the raw gradients by that residual too (at most the previous step's
+bound); the checks record it (`error_feedback`), and a bit-exact check of
+the bound wants AgqClient(..., error_feedback=False)."""
 import torch
 import torch.distributed as dist
 
@@ -46,7 +52,8 @@ def _compare(state, step, index, ref, bound):
                                  max_abs=float(err.max()) if err.numel() else 0.0,
                                  rms=float(err.pow(2).mean().sqrt()) if err.numel() else 0.0,
                                  max_bound=float(finite.max()) if finite.numel() else 0.0,
-                                 max_over_bound=ratio, violations=violations))
+                                 max_over_bound=ratio, violations=violations,
+                                 error_feedback=getattr(state.client, "error_feedback", False)))
         return got
     return cmp
 
