@@ -308,6 +308,8 @@ struct ingress_metadata_t {
     bit<1>     ovf;            /* OVERFLOW (flags bit 2) */
     bit<8>     r_units;        /* R / 4 (trunc_t / align_t key) */
     bit<8>     req_units;      /* min(R / 4, max_units) (alloc_t key) */
+    bit<8>     min_units;      /* min_width / 4: a DATA's width byte (grant_alloc_t key) */
+    bit<1>     minw_ok;        /* min_width_t: g + 2 <= min_width <= R, a multiple of 4 */
     /* slot state */
     bit<32>    bitmap_old;
     bit<1>     seen;
@@ -316,7 +318,7 @@ struct ingress_metadata_t {
     bit<1>     first;
     bit<1>     complete;
     bit<16>    win;            /* slot_window half v as the register returned it */
-    bit<1>     alloc_ok;       /* grant_alloc_t: the new window leaves W - g >= 2 */
+    bit<1>     alloc_ok;       /* grant_alloc_t: the new window is >= min_width */
     bit<8>     old_occ_mask;   /* row_occupancy bits of the released window (window_t) */
     bit<1>     old_hit;        /* window_t hit: there is a window to clear */
     bit<8>     occ;            /* row_occupancy half v (pass 1) */

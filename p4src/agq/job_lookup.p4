@@ -4,9 +4,10 @@
  * job can only index its own rows and slots: slot_idx = slot_base + slot
  * with slot < slots, row_idx = row_base + (slot >> row_shift).
  *
- * Stage 0: job_t, worker_t, epoch_t, hdr_t (keys are packet fields); r_units.
- * Stage 1: admission gateways (md.adm), slot_idx, slot_room, slot_row_t,
- *          req_units = min(R/4, max_units).
+ * Stage 0: job_t, worker_t, epoch_t, hdr_t (keys are packet fields); r_units,
+ *          min_units.
+ * Stage 1: admission gateways (md.adm), min_width_t (md.minw_ok), slot_idx,
+ *          slot_room, slot_row_t, req_units = min(R/4, max_units).
  * Stage 2: row_idx; the slot range and the drop counters (JobCheck).
  * (docs/PIPELINE.md, stage map: the compiler's placement.) */
 
@@ -19,8 +20,9 @@ control JobLookup(inout ingress_headers_t hdr,
                    bit<8> row_shift, bit<1> deliver_ps, PortId_t ps_port, bit<32> ps_ipv4,
                    bit<48> ps_mac, MulticastGroupId_t mcast_grp) {
         /* The C++ JobAction also has job_index and w_min_units; the data plane
-         * uses neither (grant_alloc_t decides W - g >= 2), so they are not
-         * action data here (SRAM). */
+         * uses neither (min_width_t checks min_width >= g + 2 from the guard,
+         * grant_alloc_t W >= min_width), so they are not action data here
+         * (SRAM). */
         md.job_hit = 1;
         md.job_n = num_workers;
         md.guard = guard;
@@ -140,6 +142,8 @@ control JobLookup(inout ingress_headers_t hdr,
         md.ovf = hdr.agq.flags[2:2];                     /* OVERFLOW: read from here on, so the
                                                           * output header may rewrite flags early */
         md.r_units = (bit<8>)hdr.agq.req_width[5:2];     /* R / 4: a constant slice */
+        md.min_units = (bit<8>)hdr.agq.width[5:2];       /* DATA: min_width / 4 (min_width_t
+                                                          * rejects one that is no multiple of 4) */
         md.req_units = min(md.r_units, md.max_units);    /* stage 1: min(R / 4, max_units) */
         slot_index();
         slot_row_t.apply();
@@ -243,14 +247,21 @@ control JobCheck(inout ingress_headers_t hdr,
         size = 1;
         const entries = { (1, 0) : count_drops_agq_bad_slot(); }
     }
+    /* A DATA's min_width (PROTOCOL.md §1): min_width_t beside admit_t
+     * (stage 1, it needs job_t's guard); an admitted DATA in range whose
+     * min_width is invalid is a bad width (after bad slot, C++ order) and
+     * gets no md.go. */
+#include "generated/min_width_t.p4"
     table bad_width_t {
-        key = { md.adm : exact; md.slot_room : ternary; }
+        key = { md.adm : exact; md.slot_room : ternary; md.minw_ok : ternary; }
         actions = { count_drops_agq_bad_width; NoAction; }
         const default_action = NoAction;
-        size = 2;
+        size = 4;
         const entries = {
-            (ADM_BAD_WIDTH, 0) : NoAction();
-            (ADM_BAD_WIDTH, _) : count_drops_agq_bad_width();
+            (ADM_BAD_WIDTH, 0, _) : NoAction();
+            (ADM_BAD_WIDTH, _, _) : count_drops_agq_bad_width();
+            (ADM_DATA, 0, _)      : NoAction();
+            (ADM_DATA, _, 0)      : count_drops_agq_bad_width();
         }
     }
     action ps_result() {
@@ -269,18 +280,19 @@ control JobCheck(inout ingress_headers_t hdr,
     }
     action set_go() { md.go = 1; }
     table go_t {
-        key = { md.adm : exact; md.slot_room : ternary; }
+        key = { md.adm : exact; md.slot_room : ternary; md.minw_ok : ternary; }
         actions = { set_go; NoAction; }
         const default_action = NoAction;
         size = 2;
         const entries = {
-            (ADM_DATA, 0) : NoAction();
-            (ADM_DATA, _) : set_go();
+            (ADM_DATA, 0, _) : NoAction();
+            (ADM_DATA, _, 1) : set_go();
         }
     }
 
     apply {
         admit_t.apply();                                     /* stage 1 */
+        min_width_t.apply();
         malformed_t.apply();                                 /* stage 2 */
         unknown_job_t.apply();
         bad_worker_t.apply();

@@ -119,32 +119,72 @@ std::string window_t() {
   return o.str();
 }
 
-// grant_alloc_t (is the allocated window usable). The C++ grant_t's value
-// mask is folded into trunc_t, its result mask into extract_t.
+// grant_alloc_t (does the allocated window honour the DATA's min_width).
+// The C++ grant_t's value mask is folded into trunc_t, its result mask
+// into extract_t.
 std::string grant_alloc_t() {
   const auto& t = const_tables().grant_alloc_t;
   std::ostringstream o;
   o << kHeader
-    << "/* grant_alloc_t(w, g): is a grant of w units usable for guard g (W - g >= 2). */\n"
+    << "/* grant_alloc_t(w, min_units): alloc_t's window of w units is granted only if\n"
+    << " * w >= min_width / 4 (PROTOCOL.md §2); else FALLBACK. A valid min_width is\n"
+    << " * >= g + 2 (min_width_t), so every grant leaves W - g >= 2. */\n"
     << "    action grant_alloc(bit<1> ok) {\n"
     << "        md.alloc_ok = ok;\n"
     << "    }\n"
     << "    table grant_alloc_t {\n"
     << "        key = {\n"
-    << "            md.new_w : exact;\n"
-    << "            md.guard : exact;\n"
+    << "            md.new_w     : exact;\n"
+    << "            md.min_units : exact;\n"
     << "        }\n"
     << "        actions = { grant_alloc; }\n"
     << "        const default_action = grant_alloc(0);\n"
     << "        size = " << t.key_space() << ";\n"
     << "        const entries = {\n";
-  for (unsigned w = 0; w < 16; ++w)
-    for (unsigned g = 0; g < 8; ++g) {
-      const auto& e = t.entry(grant_key(w, g));
+  for (unsigned w = 0; w <= kUnits; ++w)
+    for (unsigned m = 1; m <= kUnits; ++m) {
+      const auto& e = t.entry(grant_alloc_key(w, m));
       if (!e || !e->ok) continue;
-      o << "            (" << w << ", " << g << ") : grant_alloc(1);\n";
+      o << "            (" << w << ", " << m << ") : grant_alloc(1);\n";
     }
   o << "        }\n    }\n";
+  return o.str();
+}
+
+// min_width_t(req_width, min_width, g): the admission check of a DATA's
+// min_width (C++ validate(): min_width_valid()), every valid triple an
+// entry; the default marks it bad (drops_agq_bad_width). Keyed on the
+// header bytes as they are, so a width that is no multiple of 4 misses.
+std::string min_width_t() {
+  std::ostringstream entries;
+  unsigned n = 0;
+  for (unsigned r = kUnitBits; r <= kUnits * kUnitBits; r += kUnitBits)
+    for (unsigned m = 0; m <= r; ++m)
+      for (unsigned g = 0; g <= guard_bits(kMaxWorkers); ++g) {
+        if (!min_width_valid(m, r, g)) continue;
+        entries << "            (" << r << ", " << m << ", " << g << ") : min_width(1);\n";
+        ++n;
+      }
+  unsigned size = 1;
+  while (size < n) size <<= 1;
+  std::ostringstream o;
+  o << kHeader
+    << "/* min_width_t(req_width, min_width, g): a DATA's width byte is its min_width,\n"
+    << " * valid iff a multiple of 4 with g + 2 <= min_width <= req_width (PROTOCOL.md\n"
+    << " * §1; C++ min_width_valid). Miss: md.minw_ok = 0, counted as bad width. */\n"
+    << "    action min_width(bit<1> ok) {\n"
+    << "        md.minw_ok = ok;\n"
+    << "    }\n"
+    << "    table min_width_t {\n"
+    << "        key = {\n"
+    << "            hdr.agq.req_width : exact;\n"
+    << "            hdr.agq.width     : exact @name(\"min_width\");\n"
+    << "            md.guard          : exact;\n"
+    << "        }\n"
+    << "        actions = { min_width; }\n"
+    << "        const default_action = min_width(0);\n"
+    << "        size = " << size << ";\n"
+    << "        const entries = {\n" << entries.str() << "        }\n    }\n";
   return o.str();
 }
 
@@ -482,6 +522,7 @@ std::map<std::string, std::string> all_files() {
   f["alloc_t.p4"] = alloc_t();
   f["window_t.p4"] = window_t();
   f["grant_alloc_t.p4"] = grant_alloc_t();
+  f["min_width_t.p4"] = min_width_t();
   f["slot_row_t.p4"] = slot_row_t();
   f["verdict.p4"] = verdict_p4();
   f["agq_forward_t.p4"] = agq_forward_t();

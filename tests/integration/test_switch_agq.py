@@ -171,8 +171,10 @@ class Seq:
         seq = rng.randrange(1 << 32) if seq is None else seq
         self.data = []
         for i, (port, ip, mac) in enumerate(j["workers"]):
+            # min_width (PROTOCOL §1): the width the model grants (R clamped
+            # to max_width), so the switch may grant nothing narrower
             h = AgqHeader(type=DATA, flags=v, job_id=job, worker_id=i, num_workers=n, slot=slot, seq=seq,
-                          req_width=req_width, exponent=exponent, lanes=us[i])
+                          req_width=req_width, width=width, exponent=exponent, lanes=us[i])
             self.data.append((port, agq_frame(h, mac, SWITCH_MAC, ip, SWITCH_IP, ip_id=i), h))
         self.lanes = [expected_lane([us[i][k] for i in range(n)], req_width, width) for k in range(32)]
         self.v, self.g = v, g
