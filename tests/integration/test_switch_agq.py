@@ -269,6 +269,9 @@ def test_jobs_at_run_time(switch):
     r = agqctl(sock, "job", "add", "9", "workers=2", "slots=4", "rows=1",
                "worker=0,1,10.2.2.1,02:00:00:00:01:01", "worker=1,3,10.2.3.1,02:00:00:00:02:01")
     assert r.returncode == 0, r.stdout + r.stderr
+    # 4 slots in one row: at 32 bits one window fills a row half (PROTOCOL.md §6)
+    assert r.stdout.startswith("job 9: warning: 4 slots per row") and "at most 1 of a row's 4 slots" in r.stdout, \
+        r.stdout
     JOBS[9] = dict(max_width=32, slots=4, rows=1,
                    workers=[(1, "10.2.2.1", "02:00:00:00:01:01"), (3, "10.2.3.1", "02:00:00:00:02:01")])
     try:
