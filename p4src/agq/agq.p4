@@ -118,7 +118,7 @@ control AgqIngress(inout ingress_headers_t hdr,
              * last table, so one block would put agq_forward after the lanes
              * and the lanes after the allocation chain. The choices between
              * register actions are tables on (pass, v) — see each control. */
-            if (md.count_it == 1 && md.slot_room != 0 && md.minw_ok == 1) {
+            if (md.count_it == 1 && md.slot_room != 0) {
                 bitmap_check.apply(md);                         /* stages 2-3 */
             }
             if (md.go == 1) {

@@ -293,6 +293,7 @@ struct ingress_metadata_t {
     bit<32>    ps_ip_diff;     /* ps_ipv4 ^ IPv4 source (job_t) */
     PortId_t   ps_port_diff;   /* ps_port ^ ingress port (job_t) */
     bit<32>    w_ip_diff;      /* worker ipv4 ^ IPv4 source (worker_t) */
+    bit<8>     minw_short;     /* w_min |-| min_width (job_t): 0 iff min_width >= g + 2 */
     PortId_t   w_port_diff;    /* worker port ^ ingress port (worker_t) */
     bit<2>     hdr_class;      /* HDR_* (hdr_t, stage 0) */
     bit<3>     adm;            /* ADM_* (admit_t, stage 1) */
@@ -309,7 +310,6 @@ struct ingress_metadata_t {
     bit<8>     r_units;        /* R / 4 (trunc_t / align_t key) */
     bit<8>     req_units;      /* min(R / 4, max_units) (alloc_t key) */
     bit<8>     min_units;      /* min_width / 4: a DATA's width byte (grant_alloc_t key) */
-    bit<1>     minw_ok;        /* min_width_t: g + 2 <= min_width <= R, a multiple of 4 */
     /* slot state */
     bit<32>    bitmap_old;
     bit<1>     seen;

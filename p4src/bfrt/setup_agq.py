@@ -14,8 +14,8 @@ The TOML -> entries translation is `entries_from_config()`, a pure function
 (no bfrt), unit-tested in tests/pkt/test_bfrt_setup.py. It places jobs
 exactly as agq-switch does (switch/pipeline/agq/jobs.cpp): rows and slots
 first fit in configuration order, slots_per_row = 2^row_shift, guard bits,
-w_min units (the narrowest min_width a DATA may carry; the data plane
-checks it in min_width_t, a const table), PRE group 0x1000 + job index, one
+w_min units (job_t's w_min = 4 * w_min_units bits: the narrowest min_width
+a DATA of the job may carry, which admit_t checks), PRE group 0x1000 + job index, one
 replica per worker with rid = worker_id.
 """
 from __future__ import annotations
@@ -67,7 +67,7 @@ BFRT_TABLES = {
     "dmac": ("pipe.AgqIngress.forwarding.dmac", {"hdr.ethernet.dst_addr": "dst_addr"}, {"send": ["port"]}),
     "arp_proxy": ("pipe.AgqIngress.forwarding.arp_proxy", {"hdr.arp.tpa": "tpa"}, {"answer": ["mac"]}),
     "job_t": ("pipe.AgqIngress.job_lookup.job_t", {"hdr.agq.job_id": "job_id"},
-              {"set_job": ["num_workers", "guard", "max_units", "lanes", "slots", "slot_base", "row_base",
+              {"set_job": ["num_workers", "guard", "w_min", "max_units", "lanes", "slots", "slot_base", "row_base",
                            "row_shift", "deliver_ps", "ps_port", "ps_ipv4", "ps_mac", "mcast_grp"]}),
     "worker_t": ("pipe.AgqIngress.job_lookup.worker_t",
                  {"hdr.agq.job_id": "job_id", "hdr.agq.worker_id": "worker_id"},
@@ -262,7 +262,8 @@ def entries_from_config(cfg: dict, port_map: dict[int, int] | None = None, targe
         out["job_t"].append({
             "job_id": jid, "action": "set_job",
             "num_workers": n, "slots": slots, "slot_base": slot_base, "row_base": row_base,
-            "row_shift": shift, "guard": g, "max_units": max_width // 4, "lanes": lanes,
+            "row_shift": shift, "guard": g, "w_min": 4 * min_grant_units(g), "max_units": max_width // 4,
+            "lanes": lanes,
             "mcast_grp": grp, "deliver_ps": 1 if delivery == "ps" else 0,
             "ps_port": dev(job["ps_port"]) if has_ps else 0,
             "ps_ipv4": ip2int(job["ps_ip"]) if has_ps else 0,

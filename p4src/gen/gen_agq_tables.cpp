@@ -128,7 +128,7 @@ std::string grant_alloc_t() {
   o << kHeader
     << "/* grant_alloc_t(w, min_units): alloc_t's window of w units is granted only if\n"
     << " * w >= min_width / 4 (PROTOCOL.md §2); else FALLBACK. A valid min_width is\n"
-    << " * >= g + 2 (min_width_t), so every grant leaves W - g >= 2. */\n"
+    << " * >= g + 2 (hdr_t, admit_t), so every grant leaves W - g >= 2. */\n"
     << "    action grant_alloc(bit<1> ok) {\n"
     << "        md.alloc_ok = ok;\n"
     << "    }\n"
@@ -151,40 +151,23 @@ std::string grant_alloc_t() {
   return o.str();
 }
 
-// min_width_t(req_width, min_width, g): the admission check of a DATA's
-// min_width (C++ validate(): min_width_valid()), every valid triple an
-// entry; the default marks it bad (drops_agq_bad_width). Keyed on the
-// header bytes as they are, so a width that is no multiple of 4 misses.
-std::string min_width_t() {
-  std::ostringstream entries;
-  unsigned n = 0;
-  for (unsigned r = kUnitBits; r <= kUnits * kUnitBits; r += kUnitBits)
-    for (unsigned m = 0; m <= r; ++m)
-      for (unsigned g = 0; g <= guard_bits(kMaxWorkers); ++g) {
-        if (!min_width_valid(m, r, g)) continue;
-        entries << "            (" << r << ", " << m << ", " << g << ") : min_width(1);\n";
-        ++n;
-      }
-  unsigned size = 1;
-  while (size < n) size <<= 1;
+// hdr_t's DATA entries (job_lookup.p4): every (req_width, min_width) that
+// min_width_valid() accepts for some job, i.e. for g = 0 (a multiple of 4,
+// 4 <= min_width <= req_width); the guard part, min_width >= g + 2, is
+// admit_t's (md.minw_short from job_t's w_min). One macro per lane
+// profile N, used inside hdr_t's const entries.
+std::string hdr_data_entries() {
   std::ostringstream o;
   o << kHeader
-    << "/* min_width_t(req_width, min_width, g): a DATA's width byte is its min_width,\n"
-    << " * valid iff a multiple of 4 with g + 2 <= min_width <= req_width (PROTOCOL.md\n"
-    << " * §1; C++ min_width_valid). Miss: md.minw_ok = 0, counted as bad width. */\n"
-    << "    action min_width(bit<1> ok) {\n"
-    << "        md.minw_ok = ok;\n"
-    << "    }\n"
-    << "    table min_width_t {\n"
-    << "        key = {\n"
-    << "            hdr.agq.req_width : exact;\n"
-    << "            hdr.agq.width     : exact @name(\"min_width\");\n"
-    << "            md.guard          : exact;\n"
-    << "        }\n"
-    << "        actions = { min_width; }\n"
-    << "        const default_action = min_width(0);\n"
-    << "        size = " << size << ";\n"
-    << "        const entries = {\n" << entries.str() << "        }\n    }\n";
+    << "/* hdr_t DATA entries (version, DATA, n_lanes N, req_width R, min_width M):\n"
+    << " * R = 4..32 and M a multiple of 4 with 4 <= M <= R (C++ min_width_valid(M, R, 0);\n"
+    << " * M >= g + 2 is admit_t's, from job_t's w_min). Anything else: HDR_DATA_BAD_WIDTH. */\n"
+    << "#define AGQ_HDR_DATA_(N) \\\n";
+  for (unsigned r = kUnitBits; r <= kUnits * kUnitBits; r += kUnitBits)
+    for (unsigned m = 0; m <= r; ++m)
+      if (min_width_valid(m, r, 0))
+        o << "            (AGQ_VERSION, AGQ_TYPE_DATA, N, " << r << ", " << m << ") : hdr_class(HDR_DATA); \\\n";
+  o << "            (AGQ_VERSION, AGQ_TYPE_DATA, N, _, _) : hdr_class(HDR_DATA_BAD_WIDTH);\n";
   return o.str();
 }
 
@@ -522,7 +505,7 @@ std::map<std::string, std::string> all_files() {
   f["alloc_t.p4"] = alloc_t();
   f["window_t.p4"] = window_t();
   f["grant_alloc_t.p4"] = grant_alloc_t();
-  f["min_width_t.p4"] = min_width_t();
+  f["hdr_data.p4"] = hdr_data_entries();
   f["slot_row_t.p4"] = slot_row_t();
   f["verdict.p4"] = verdict_p4();
   f["agq_forward_t.p4"] = agq_forward_t();

@@ -725,6 +725,53 @@ TEST(AgqFastDiff, FrameTemplateFollowsTheMemosReqWidth) {
   }
 }
 
+// The memo and its frame template stand for one min_width too: two DATA
+// of one job and req_width that differ only in min_width (and slot) must
+// not share the memo's min_units. In one burst: A (24 bits, min_width 24)
+// sets the template; B asks 24 with min_width 8 where 8 bits are left,
+// and is granted them (with A's min_units it would fall back); C
+// completes B's slot.
+TEST(AgqFastDiff, FrameTemplateFollowsTheMemosMinWidth) {
+  for (fast::Simd simd : variants()) {
+    Programs p(simd);
+    const JobSpec j = job_spec(1, 2, 2, 1);
+    ASSERT_FALSE(p.model.add_job(j));
+    ASSERT_FALSE(p.fast().add_job(j));
+    const std::vector<uint32_t> lanes(32, 5);
+    const std::vector<std::pair<std::vector<uint8_t>, uint8_t>> frames = {
+        {worker_frame(j, 0, data_pkt(j, 0, 0, 0, 24, lanes, 0, 0, 24)), 0},
+        {worker_frame(j, 0, data_pkt(j, 0, 1, 0, 24, lanes, 0, 0, 8)), 0},
+        {worker_frame(j, 1, data_pkt(j, 1, 1, 0, 24, lanes, 0, 0, 8)), 1},
+    };
+    std::vector<std::vector<uint8_t>> model_bytes, fast_bytes;
+    std::vector<tna::BurstPacket> burst;
+    for (const auto& [f, w] : frames) {
+      model_bytes.push_back(f);
+      fast_bytes.push_back(f);
+    }
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+      tna::BurstPacket b{};
+      b.bytes = fast_bytes[i].data();
+      b.len = uint16_t(fast_bytes[i].size());
+      b.md.ingress_port = j.workers[frames[i].second].port;
+      burst.push_back(b);
+    }
+    p.fast().process_burst(burst.data(), unsigned(burst.size()));
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+      tna::IngressIntrinsicMd md;
+      md.ingress_port = j.workers[frames[i].second].port;
+      const Decision dm = p.model.process(model_bytes[i], md);
+      const std::string what = std::string(fast::to_string(simd)) + " frame " + std::to_string(i);
+      ASSERT_TRUE(same(dm, burst[i].decision)) << what << ": model " << describe(dm) << ", fast "
+                                               << describe(burst[i].decision);
+      ASSERT_EQ(model_bytes[i], fast_bytes[i]) << what;
+    }
+    ASSERT_EQ(burst[2].decision.kind, Decision::Kind::Multicast);
+    EXPECT_EQ(fast_bytes[2][42 + fast::kWidth], 8);
+    expect_same_cells(p, fast::to_string(simd));
+  }
+}
+
 // locate_agq()'s untagged fast shape (three masked word compares) against
 // its generic field-by-field path, on agq frames of both lane profiles,
 // every other kind of traffic, and their mutations -- including single-byte

@@ -198,7 +198,9 @@ TEST(AgqWorkerProtocol, TwoToFourWorkersExact) {
     // neighbour left: min_width = R (PROTOCOL.md §5) makes it a fallback
     // (exact at the PS), never a narrower grant. Rare at this budget.
     EXPECT_LE(s.fallbacks, s.seqs / 20) << n;
-    EXPECT_EQ(s.retransmissions, 0u);
+    // The PS's answer to a fallback comes a round trip later than a
+    // switch RESULT: at most one retransmission each (none otherwise).
+    EXPECT_LE(s.retransmissions, s.fallbacks) << n;
     EXPECT_GE(s.row_seqs_max, 2u) << "slots of a row share its cells";
     EXPECT_EQ(f.counter("agq_results") + s.fallbacks, s.seqs) << n;
   }

@@ -4,7 +4,7 @@
  * (ctest p4_generated_tables_current fails when this file is stale). */
 /* grant_alloc_t(w, min_units): alloc_t's window of w units is granted only if
  * w >= min_width / 4 (PROTOCOL.md §2); else FALLBACK. A valid min_width is
- * >= g + 2 (min_width_t), so every grant leaves W - g >= 2. */
+ * >= g + 2 (hdr_t, admit_t), so every grant leaves W - g >= 2. */
     action grant_alloc(bit<1> ok) {
         md.alloc_ok = ok;
     }
