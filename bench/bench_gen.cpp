@@ -184,6 +184,7 @@ std::vector<Frame> make_agq_frames(const Opts& o, std::vector<uint32_t>* shards)
         a.slot = uint16_t(slot);
         a.seq = v * o.window + slot;
         a.req_width = uint8_t(o.width);
+        a.width = uint8_t(o.width);  // min_width = the request, as the workers send it (PROTOCOL §5)
         for (auto& l : a.lanes) {
           x = x * 1103515245u + 12345u;  // any values: the switch masks them to b bits
           l = b >= 32 ? x : x & ((1u << b) - 1);

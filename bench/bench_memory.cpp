@@ -103,6 +103,10 @@ Capacity measured_capacity(unsigned w) {
     a.num_workers = 1;
     a.slot = uint16_t(slot);
     a.req_width = uint8_t(w);
+    // min_width: the narrowest valid one (N = 1: g = 0, one unit), so that
+    // a row's leftover units are granted narrower (the second column)
+    // rather than sent to the PS.
+    a.width = uint8_t(ag::kUnitBits * ag::min_grant_units(0));
     uint8_t payload[agq::proto::Agq::kLen];
     a.encode(payload);
     auto f = agq::proto::build_udp_frame(sp, payload);

@@ -309,6 +309,7 @@ Trace agq_trace(unsigned index) {
     a.slot = uint16_t(slot);
     a.seq = v * s.slots + slot;
     a.req_width = uint8_t(s.width);
+    a.width = uint8_t(s.width);  // min_width = the request (the workers' default); every window is granted whole
     a.n_lanes = uint8_t(s.lanes);
     for (auto& x : a.lanes) x = b >= 32 ? rng()() : rng()() & ((1u << b) - 1);
     uint8_t payload[agq::proto::Agq::kLen];

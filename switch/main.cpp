@@ -210,6 +210,7 @@ int run_switch(const Flags& f) {
   const unsigned lcores = rte_lcore_count();
   try {
     cfg = control::load_config(f.config);
+    for (const std::string& w : cfg.warnings) std::fprintf(stderr, "agq-switch: %s\n", w.c_str());
     if (nports == 0) {
       std::fprintf(stderr,
                    "agq-switch: no ports: give DPDK a NIC or a virtual device, e.g. "

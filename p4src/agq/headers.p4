@@ -293,6 +293,7 @@ struct ingress_metadata_t {
     bit<32>    ps_ip_diff;     /* ps_ipv4 ^ IPv4 source (job_t) */
     PortId_t   ps_port_diff;   /* ps_port ^ ingress port (job_t) */
     bit<32>    w_ip_diff;      /* worker ipv4 ^ IPv4 source (worker_t) */
+    bit<8>     minw_short;     /* w_min |-| min_width (job_t): 0 iff min_width >= g + 2 */
     PortId_t   w_port_diff;    /* worker port ^ ingress port (worker_t) */
     bit<2>     hdr_class;      /* HDR_* (hdr_t, stage 0) */
     bit<3>     adm;            /* ADM_* (admit_t, stage 1) */
@@ -308,6 +309,7 @@ struct ingress_metadata_t {
     bit<1>     ovf;            /* OVERFLOW (flags bit 2) */
     bit<8>     r_units;        /* R / 4 (trunc_t / align_t key) */
     bit<8>     req_units;      /* min(R / 4, max_units) (alloc_t key) */
+    bit<8>     min_units;      /* min_width / 4: a DATA's width byte (grant_alloc_t key) */
     /* slot state */
     bit<32>    bitmap_old;
     bit<1>     seen;
@@ -316,7 +318,7 @@ struct ingress_metadata_t {
     bit<1>     first;
     bit<1>     complete;
     bit<16>    win;            /* slot_window half v as the register returned it */
-    bit<1>     alloc_ok;       /* grant_alloc_t: the new window leaves W - g >= 2 */
+    bit<1>     alloc_ok;       /* grant_alloc_t: the new window is >= min_width */
     bit<8>     old_occ_mask;   /* row_occupancy bits of the released window (window_t) */
     bit<1>     old_hit;        /* window_t hit: there is a window to clear */
     bit<8>     occ;            /* row_occupancy half v (pass 1) */

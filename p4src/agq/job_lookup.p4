@@ -4,7 +4,8 @@
  * job can only index its own rows and slots: slot_idx = slot_base + slot
  * with slot < slots, row_idx = row_base + (slot >> row_shift).
  *
- * Stage 0: job_t, worker_t, epoch_t, hdr_t (keys are packet fields); r_units.
+ * Stage 0: job_t, worker_t, epoch_t, hdr_t (keys are packet fields); r_units,
+ *          min_units.
  * Stage 1: admission gateways (md.adm), slot_idx, slot_room, slot_row_t,
  *          req_units = min(R/4, max_units).
  * Stage 2: row_idx; the slot range and the drop counters (JobCheck).
@@ -14,13 +15,14 @@ control JobLookup(inout ingress_headers_t hdr,
                   inout ingress_metadata_t md,
                   in ingress_intrinsic_metadata_t ig_intr_md) {
 
-    action set_job(bit<8> num_workers, bit<8> guard, bit<8> max_units, bit<8> lanes,
+    action set_job(bit<8> num_workers, bit<8> guard, bit<8> w_min, bit<8> max_units, bit<8> lanes,
                    bit<16> slots, slot_idx_t slot_base, row_idx_t row_base,
                    bit<8> row_shift, bit<1> deliver_ps, PortId_t ps_port, bit<32> ps_ipv4,
                    bit<48> ps_mac, MulticastGroupId_t mcast_grp) {
-        /* The C++ JobAction also has job_index and w_min_units; the data plane
-         * uses neither (grant_alloc_t decides W - g >= 2), so they are not
-         * action data here (SRAM). */
+        /* The C++ JobAction also has job_index, which the data plane does not
+         * use (SRAM). w_min (bits, 4 * w_min_units): the narrowest min_width a
+         * DATA of the job may carry (PROTOCOL.md §1, g + 2 rounded up to a
+         * unit); grant_alloc_t then needs only W >= min_width. */
         md.job_hit = 1;
         md.job_n = num_workers;
         md.guard = guard;
@@ -42,6 +44,7 @@ control JobLookup(inout ingress_headers_t hdr,
         md.lanes_diff = lanes ^ hdr.agq.n_lanes;
         md.ps_ip_diff = ps_ipv4 ^ hdr.ipv4.src_addr;
         md.ps_port_diff = ps_port ^ ig_intr_md.ingress_port;
+        md.minw_short = w_min |-| hdr.agq.width;     /* 0 iff min_width >= w_min (hdr_t: a multiple of 4) */
     }
     action job_miss() { md.job_hit = 0; }
 
@@ -85,7 +88,9 @@ control JobLookup(inout ingress_headers_t hdr,
 
     /* The header checks of C++ validate() in one ternary table on the packet
      * (PROTOCOL.md §1): version 1, n_lanes 16 or 32, a DATA or a PS_RESULT,
-     * and for a DATA the request width R (4..32, a multiple of 4). One table,
+     * and for a DATA the request width R (4..32, a multiple of 4) and its
+     * min_width M (the width byte: a multiple of 4, 4 <= M <= R; M >= g + 2
+     * is admit_t's, md.minw_short from job_t). One table,
      * not gateways: the width compares become range matches on overlapping
      * slices of req_width that bf-p4c cannot lay out in one gateway ("partial
      * overlapping gateway fields", Tofino 1), and every gateway level costs
@@ -97,24 +102,17 @@ control JobLookup(inout ingress_headers_t hdr,
             hdr.agq.type      : exact;
             hdr.agq.n_lanes   : exact;
             hdr.agq.req_width : ternary;
+            hdr.agq.width     : ternary @name("min_width");
         }
         actions = { hdr_class; }
         const default_action = hdr_class(HDR_MALFORMED);
-        size = 32;
+        size = 128;
         const entries = {
-#define AGQ_HDR_DATA_(N) \
-            (AGQ_VERSION, AGQ_TYPE_DATA, N, 4) : hdr_class(HDR_DATA); \
-            (AGQ_VERSION, AGQ_TYPE_DATA, N, 8) : hdr_class(HDR_DATA); \
-            (AGQ_VERSION, AGQ_TYPE_DATA, N, 12) : hdr_class(HDR_DATA); \
-            (AGQ_VERSION, AGQ_TYPE_DATA, N, 16) : hdr_class(HDR_DATA); \
-            (AGQ_VERSION, AGQ_TYPE_DATA, N, 20) : hdr_class(HDR_DATA); \
-            (AGQ_VERSION, AGQ_TYPE_DATA, N, 24) : hdr_class(HDR_DATA); \
-            (AGQ_VERSION, AGQ_TYPE_DATA, N, 28) : hdr_class(HDR_DATA); \
-            (AGQ_VERSION, AGQ_TYPE_DATA, N, 32) : hdr_class(HDR_DATA); \
-            (AGQ_VERSION, AGQ_TYPE_DATA, N, _) : hdr_class(HDR_DATA_BAD_WIDTH); \
-            (AGQ_VERSION, AGQ_TYPE_PS_RESULT, N, _) : hdr_class(HDR_PS);
+#include "generated/hdr_data.p4"
             AGQ_HDR_DATA_(16)
             AGQ_HDR_DATA_(32)
+            (AGQ_VERSION, AGQ_TYPE_PS_RESULT, 16, _, _) : hdr_class(HDR_PS);
+            (AGQ_VERSION, AGQ_TYPE_PS_RESULT, 32, _, _) : hdr_class(HDR_PS);
 #undef AGQ_HDR_DATA_
         }
     }
@@ -140,6 +138,8 @@ control JobLookup(inout ingress_headers_t hdr,
         md.ovf = hdr.agq.flags[2:2];                     /* OVERFLOW: read from here on, so the
                                                           * output header may rewrite flags early */
         md.r_units = (bit<8>)hdr.agq.req_width[5:2];     /* R / 4: a constant slice */
+        md.min_units = (bit<8>)hdr.agq.width[5:2];       /* DATA: min_width / 4 (min_width_t
+                                                          * rejects one that is no multiple of 4) */
         md.req_units = min(md.r_units, md.max_units);    /* stage 1: min(R / 4, max_units) */
         slot_index();
         slot_row_t.apply();
@@ -193,23 +193,25 @@ control JobCheck(inout ingress_headers_t hdr,
             md.realloc      : ternary;
             md.reread       : ternary;
             ig_intr_md.resubmit_flag : ternary;
+            md.minw_short   : ternary;   /* 0: min_width >= w_min (job_t) */
         }
         actions = { adm_drop; adm_data; adm_ps; }
         const default_action = adm_drop(ADM_MALFORMED, 0);     /* not the job's lane profile */
         size = 16;
         const entries = {
-            /* hdr_class  hit lanes_d wk  wport   n_diff  w_ip    ps_port ps_ip   flags              realloc reread resub */
-            (HDR_MALFORMED, _, _,     _,  _,      _,      _,      _,      _,      _,                 _, _, _) : adm_drop(ADM_MALFORMED, 0);
-            (_,           0,   _,     _,  _,      _,      _,      _,      _,      _,                 _, _, _) : adm_drop(ADM_UNKNOWN, 0);
-            (HDR_DATA,    1,   0,     _,  _,      _,      _,      _,      _,      _,                 1, _, _) : adm_data(0);
-            (HDR_DATA,    1,   0,     _,  _,      _,      _,      _,      _,      _,                 _, 1, _) : adm_data(0);
-            (HDR_DATA,    1,   0,     1,  0,      0,      0,      _,      _,      _,                 0, 0, 1) : adm_data(0);
-            (HDR_DATA,    1,   0,     1,  0,      0,      0,      _,      _,      _,                 0, 0, 0) : adm_data(1);
-            (HDR_DATA_BAD_WIDTH, 1, 0, 1, 0,      0,      0,      _,      _,      _,                 _, _, _) : adm_drop(ADM_BAD_WIDTH, 1);
-            (HDR_DATA &&& HDR_DATA, 1, 0, _, _,   _,      _,      _,      _,      _,                 _, _, _) : adm_drop(ADM_BAD_WORKER, 0);
-            (HDR_PS,      1,   0,     _,  _,      _,      _,      0,      0,      0 &&& AGQ_FLAG_RETRANSMIT, _, _, _) : adm_ps(V_PS_RESULT);
-            (HDR_PS,      1,   0,     1,  _,      _,      _,      0,      0,      AGQ_FLAG_RETRANSMIT &&& AGQ_FLAG_RETRANSMIT, _, _, _) : adm_ps(V_PS_RESULT_UNICAST);
-            (HDR_PS,      1,   0,     _,  _,      _,      _,      _,      _,      _,                 _, _, _) : adm_drop(ADM_BAD_WORKER, 0);
+            /* hdr_class  hit lanes_d wk  wport   n_diff  w_ip    ps_port ps_ip   flags              realloc reread resub minw */
+            (HDR_MALFORMED, _, _,     _,  _,      _,      _,      _,      _,      _,                 _, _, _, _) : adm_drop(ADM_MALFORMED, 0);
+            (_,           0,   _,     _,  _,      _,      _,      _,      _,      _,                 _, _, _, _) : adm_drop(ADM_UNKNOWN, 0);
+            (HDR_DATA,    1,   0,     _,  _,      _,      _,      _,      _,      _,                 1, _, _, _) : adm_data(0);
+            (HDR_DATA,    1,   0,     _,  _,      _,      _,      _,      _,      _,                 _, 1, _, _) : adm_data(0);
+            (HDR_DATA,    1,   0,     1,  0,      0,      0,      _,      _,      _,                 0, 0, 1, _) : adm_data(0);
+            (HDR_DATA,    1,   0,     1,  0,      0,      0,      _,      _,      _,                 0, 0, 0, 0) : adm_data(1);
+            (HDR_DATA,    1,   0,     1,  0,      0,      0,      _,      _,      _,                 0, 0, _, _) : adm_drop(ADM_BAD_WIDTH, 1);   /* min_width < g + 2 */
+            (HDR_DATA_BAD_WIDTH, 1, 0, 1, 0,      0,      0,      _,      _,      _,                 _, _, _, _) : adm_drop(ADM_BAD_WIDTH, 1);
+            (HDR_DATA &&& HDR_DATA, 1, 0, _, _,   _,      _,      _,      _,      _,                 _, _, _, _) : adm_drop(ADM_BAD_WORKER, 0);
+            (HDR_PS,      1,   0,     _,  _,      _,      _,      0,      0,      0 &&& AGQ_FLAG_RETRANSMIT, _, _, _, _) : adm_ps(V_PS_RESULT);
+            (HDR_PS,      1,   0,     1,  _,      _,      _,      0,      0,      AGQ_FLAG_RETRANSMIT &&& AGQ_FLAG_RETRANSMIT, _, _, _, _) : adm_ps(V_PS_RESULT_UNICAST);
+            (HDR_PS,      1,   0,     _,  _,      _,      _,      _,      _,      _,                 _, _, _, _) : adm_drop(ADM_BAD_WORKER, 0);
         }
     }
 

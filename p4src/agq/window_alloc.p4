@@ -15,7 +15,7 @@
  *   stage 6  window_t(old pos, w, FALLBACK): keep mask into the lanes, occ mask
  *   stage 7  avail = occ & ~old_occ_mask
  *   stage 8  alloc_t(avail, req_units)
- *   stage 9  grant_alloc_t(W, g): W - g >= 2, else FALLBACK
+ *   stage 9  grant_alloc_t(W, min_units): W >= min_width, else FALLBACK
  *   stage 10 the resubmit header (ResubmitMd)
  *
  * row_occupancy: 4 register actions (read_v0/v1, cas_v0/v1); slot_window: 4

@@ -14,8 +14,9 @@ The TOML -> entries translation is `entries_from_config()`, a pure function
 (no bfrt), unit-tested in tests/pkt/test_bfrt_setup.py. It places jobs
 exactly as agq-switch does (switch/pipeline/agq/jobs.cpp): rows and slots
 first fit in configuration order, slots_per_row = 2^row_shift, guard bits,
-w_min units, PRE group 0x1000 + job index, one replica per worker with
-rid = worker_id.
+w_min units (job_t's w_min = 4 * w_min_units bits: the narrowest min_width
+a DATA of the job may carry, which admit_t checks), PRE group 0x1000 + job index, one
+replica per worker with rid = worker_id.
 """
 from __future__ import annotations
 
@@ -66,7 +67,7 @@ BFRT_TABLES = {
     "dmac": ("pipe.AgqIngress.forwarding.dmac", {"hdr.ethernet.dst_addr": "dst_addr"}, {"send": ["port"]}),
     "arp_proxy": ("pipe.AgqIngress.forwarding.arp_proxy", {"hdr.arp.tpa": "tpa"}, {"answer": ["mac"]}),
     "job_t": ("pipe.AgqIngress.job_lookup.job_t", {"hdr.agq.job_id": "job_id"},
-              {"set_job": ["num_workers", "guard", "max_units", "lanes", "slots", "slot_base", "row_base",
+              {"set_job": ["num_workers", "guard", "w_min", "max_units", "lanes", "slots", "slot_base", "row_base",
                            "row_shift", "deliver_ps", "ps_port", "ps_ipv4", "ps_mac", "mcast_grp"]}),
     "worker_t": ("pipe.AgqIngress.job_lookup.worker_t",
                  {"hdr.agq.job_id": "job_id", "hdr.agq.worker_id": "worker_id"},
@@ -112,6 +113,35 @@ def min_grant_units(g: int) -> int:
     return (g + 2 + 3) // 4
 
 
+def capacity_warning(jid: int, n: int, slots: int, rows: int, max_width: int) -> str | None:
+    """PROTOCOL.md §6, the text of agq-switch's job-add warning
+    (switch/control/job_spec.cpp job_capacity_warning): rows that cannot hold
+    the slots' windows at max_width, or "PS only" (None: every slot fits)."""
+    g = guard_bits(n)
+    w_min = 4 * min_grant_units(g)
+    head = f"job {jid}: warning: "
+    if max_width < w_min:
+        return (head + f"PS only: max_width {max_width} bits is below w_min {w_min} bits (g = {g} guard bits for "
+                f"{n} workers + 2 value bits): no window is ever granted, every sequence goes to the PS "
+                f"(raise max_width to {w_min})")
+    shift = 0
+    while shift < KMAX_ROW_SHIFT and -(-slots // (1 << shift)) > rows:
+        shift += 1
+    per_row = min(1 << shift, slots)
+    units = max_width // 4
+    fit = 8 // units
+    if per_row <= fit:
+        return None
+    k = 0
+    while (2 << k) <= fit:
+        k += 1
+    need = -(-slots // (1 << k))
+    return (head + f"{per_row} slots per row (2^{shift}, {slots} slots in {rows} rows) share 8 units per row half: "
+            f"with windows of max_width {max_width} bits ({units} units) at most {fit} of a row's {per_row} slots "
+            f"aggregate in the switch at once, the rest go to the PS (rows = {need} hold every slot at "
+            f"{max_width} bits)")
+
+
 def ip2int(s: str) -> int:
     return int(ipaddress.IPv4Address(s))
 
@@ -150,7 +180,7 @@ def entries_from_config(cfg: dict, port_map: dict[int, int] | None = None, targe
         return pm.get(int(p), int(p))
 
     out = {k: [] for k in ("ports", "ipv4_host", "dmac", "arp_proxy", "job_t", "worker_t",
-                           "egress_worker_t", "mcast_groups", "placements")}
+                           "egress_worker_t", "mcast_groups", "placements", "warnings")}
     ports: set[int] = set()
     epoch = int(cfg.get("switch", {}).get("epoch", 0)) or random.randint(1, 0xFFFF)
     if not 1 <= epoch <= 0xFFFF:
@@ -223,13 +253,17 @@ def entries_from_config(cfg: dict, port_map: dict[int, int] | None = None, targe
         has_ps = "ps_port" in job
         if delivery == "ps" and not has_ps:
             raise ValueError(f"job {jid}: delivery = ps needs ps_port, ps_ip and ps_mac")
+        warn = capacity_warning(jid, n, slots, rows_quota, max_width)
+        if warn:
+            out["warnings"].append(warn)
         out["placements"].append({"job_id": jid, "row_base": row_base, "rows": rows, "slot_base": slot_base,
                                   "slots": slots, "row_shift": shift, "mcast_grp": grp,
                                   "w_min_units": min_grant_units(g)})
         out["job_t"].append({
             "job_id": jid, "action": "set_job",
             "num_workers": n, "slots": slots, "slot_base": slot_base, "row_base": row_base,
-            "row_shift": shift, "guard": g, "max_units": max_width // 4, "lanes": lanes,
+            "row_shift": shift, "guard": g, "w_min": 4 * min_grant_units(g), "max_units": max_width // 4,
+            "lanes": lanes,
             "mcast_grp": grp, "deliver_ps": 1 if delivery == "ps" else 0,
             "ps_port": dev(job["ps_port"]) if has_ps else 0,
             "ps_ipv4": ip2int(job["ps_ip"]) if has_ps else 0,
@@ -309,6 +343,8 @@ def main_in_bfshell() -> None:
     path = os.environ.get("AGQ_CONFIG", os.path.join(here, "..", "..", "conf", "agq.toml"))
     target = os.environ.get("AGQ_TARGET", "tofino2")
     e = entries_from_config(load_config(path), parse_port_map(os.environ.get("AGQ_PORT_MAP")), target)
+    for w in e["warnings"]:
+        print(f"setup_agq: {path}: {w}", file=sys.stderr)
     install(globals()["bfrt"], e)
     print(f"setup_agq: {path} ({target}): {len(e['ports'])} ports, {len(e['job_t'])} jobs, "
           f"{len(e['worker_t'])} workers, {len(e['ipv4_host'])} routes installed, epoch {e['epoch']}")

@@ -119,32 +119,55 @@ std::string window_t() {
   return o.str();
 }
 
-// grant_alloc_t (is the allocated window usable). The C++ grant_t's value
-// mask is folded into trunc_t, its result mask into extract_t.
+// grant_alloc_t (does the allocated window honour the DATA's min_width).
+// The C++ grant_t's value mask is folded into trunc_t, its result mask
+// into extract_t.
 std::string grant_alloc_t() {
   const auto& t = const_tables().grant_alloc_t;
   std::ostringstream o;
   o << kHeader
-    << "/* grant_alloc_t(w, g): is a grant of w units usable for guard g (W - g >= 2). */\n"
+    << "/* grant_alloc_t(w, min_units): alloc_t's window of w units is granted only if\n"
+    << " * w >= min_width / 4 (PROTOCOL.md §2); else FALLBACK. A valid min_width is\n"
+    << " * >= g + 2 (hdr_t, admit_t), so every grant leaves W - g >= 2. */\n"
     << "    action grant_alloc(bit<1> ok) {\n"
     << "        md.alloc_ok = ok;\n"
     << "    }\n"
     << "    table grant_alloc_t {\n"
     << "        key = {\n"
-    << "            md.new_w : exact;\n"
-    << "            md.guard : exact;\n"
+    << "            md.new_w     : exact;\n"
+    << "            md.min_units : exact;\n"
     << "        }\n"
     << "        actions = { grant_alloc; }\n"
     << "        const default_action = grant_alloc(0);\n"
     << "        size = " << t.key_space() << ";\n"
     << "        const entries = {\n";
-  for (unsigned w = 0; w < 16; ++w)
-    for (unsigned g = 0; g < 8; ++g) {
-      const auto& e = t.entry(grant_key(w, g));
+  for (unsigned w = 0; w <= kUnits; ++w)
+    for (unsigned m = 1; m <= kUnits; ++m) {
+      const auto& e = t.entry(grant_alloc_key(w, m));
       if (!e || !e->ok) continue;
-      o << "            (" << w << ", " << g << ") : grant_alloc(1);\n";
+      o << "            (" << w << ", " << m << ") : grant_alloc(1);\n";
     }
   o << "        }\n    }\n";
+  return o.str();
+}
+
+// hdr_t's DATA entries (job_lookup.p4): every (req_width, min_width) that
+// min_width_valid() accepts for some job, i.e. for g = 0 (a multiple of 4,
+// 4 <= min_width <= req_width); the guard part, min_width >= g + 2, is
+// admit_t's (md.minw_short from job_t's w_min). One macro per lane
+// profile N, used inside hdr_t's const entries.
+std::string hdr_data_entries() {
+  std::ostringstream o;
+  o << kHeader
+    << "/* hdr_t DATA entries (version, DATA, n_lanes N, req_width R, min_width M):\n"
+    << " * R = 4..32 and M a multiple of 4 with 4 <= M <= R (C++ min_width_valid(M, R, 0);\n"
+    << " * M >= g + 2 is admit_t's, from job_t's w_min). Anything else: HDR_DATA_BAD_WIDTH. */\n"
+    << "#define AGQ_HDR_DATA_(N) \\\n";
+  for (unsigned r = kUnitBits; r <= kUnits * kUnitBits; r += kUnitBits)
+    for (unsigned m = 0; m <= r; ++m)
+      if (min_width_valid(m, r, 0))
+        o << "            (AGQ_VERSION, AGQ_TYPE_DATA, N, " << r << ", " << m << ") : hdr_class(HDR_DATA); \\\n";
+  o << "            (AGQ_VERSION, AGQ_TYPE_DATA, N, _, _) : hdr_class(HDR_DATA_BAD_WIDTH);\n";
   return o.str();
 }
 
@@ -482,6 +505,7 @@ std::map<std::string, std::string> all_files() {
   f["alloc_t.p4"] = alloc_t();
   f["window_t.p4"] = window_t();
   f["grant_alloc_t.p4"] = grant_alloc_t();
+  f["hdr_data.p4"] = hdr_data_entries();
   f["slot_row_t.p4"] = slot_row_t();
   f["verdict.p4"] = verdict_p4();
   f["agq_forward_t.p4"] = agq_forward_t();

@@ -3,6 +3,7 @@
 // add_job/remove_job run on every lcore's program instance between two of its
 // bursts (Pipes::all), so a job appears or vanishes between two packets.
 #include <algorithm>
+#include <cstdio>
 #include <set>
 #include <string>
 #include <vector>
@@ -203,6 +204,12 @@ std::string job_command(Pipes& pipes, DataplaneView& dp, const std::vector<std::
     const JobSpec job = parse_job_add(dp, w);
     if (auto err = pipes.all([&](pipeline::SwitchProgram& p) { return agq(p).add_job(job); }))
       throw CommandError{*err, ""};  // add_job names the job
+    // Added, but its rows cannot hold its slots' windows (PROTOCOL.md §6):
+    // the answer says so (agqctl prints it), and so does the switch's log.
+    if (auto warn = job_capacity_warning(job)) {
+      std::fprintf(stderr, "agq-switch: %s\n", warn->c_str());
+      return *warn + "\n";
+    }
     return "";
   }
   if (w[1] == "del") {

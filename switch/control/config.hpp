@@ -79,6 +79,9 @@ struct SwitchConfig {
   pipeline::classic::ClassicConfig classic;
   pipeline::agq::AgqConfig agq;  // [agq]
   std::vector<JobEntry> jobs;    // [[job]], pipeline "agq" only
+  // Accepted, but worth telling the operator (agq-switch prints each to its
+  // log at start): "FILE:LINE: job[i]: job <id>: warning: ..." (PROTOCOL §6).
+  std::vector<std::string> warnings;
   pipeline::ForwardingConfig forwarding;
   std::vector<RouteEntry> routes;
   std::vector<MacEntry> macs;

@@ -44,6 +44,8 @@ class AgqLoader {
       if (auto [it, fresh] = ids.emplace(e.spec.job_id, id_line); !fresh)
         r_.fail(id_line, "job[" + std::to_string(i) + "].id",
                 "duplicate job id " + std::to_string(e.spec.job_id) + " (first at line " + std::to_string(it->second) + ")");
+      if (auto warn = job_capacity_warning(e.spec))
+        cfg_.warnings.push_back(cfg_.path + ":" + std::to_string(e.line) + ": job[" + std::to_string(i) + "]: " + *warn);
       cfg_.jobs.push_back(std::move(e));
     }
     check_p4_sizes(jobs);

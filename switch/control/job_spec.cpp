@@ -1,7 +1,10 @@
 #include "control/job_spec.hpp"
 
+#include <algorithm>
 #include <vector>
 
+#include "pipeline/agq/encoding.hpp"
+#include "pipeline/agq/job_book.hpp"
 #include "proto/headers.hpp"
 
 namespace agq::control {
@@ -42,6 +45,33 @@ std::optional<std::string> check_job(const JobSpec& job) {
              " is a multicast address";
   }
   return std::nullopt;
+}
+
+std::optional<std::string> job_capacity_warning(const JobSpec& job) {
+  namespace pa = pipeline::agq;
+  const std::string id = "job " + std::to_string(job.job_id) + ": warning: ";
+  const unsigned g = pa::guard_bits(job.num_workers);
+  const unsigned w_min = pa::kUnitBits * pa::min_grant_units(g);  // the narrowest min_width a DATA may carry
+  if (job.max_width < w_min)
+    return id + "PS only: max_width " + std::to_string(job.max_width) + " bits is below w_min " +
+           std::to_string(w_min) + " bits (g = " + std::to_string(g) + " guard bits for " +
+           std::to_string(job.num_workers) + " workers + 2 value bits): no window is ever granted, every " +
+           "sequence goes to the PS (raise max_width to " + std::to_string(w_min) + ")";
+  const uint8_t shift = pa::row_shift_for(job.slots, job.rows);
+  const uint64_t per_row = std::min<uint64_t>(uint64_t(1) << shift, job.slots);  // slots sharing a row
+  const unsigned units = job.max_width / pa::kUnitBits;
+  const unsigned fit = pa::kUnits / units;  // windows of max_width in one row half
+  if (per_row <= fit) return std::nullopt;
+  // The rows that would hold every slot at max_width: 2^k <= fit slots per row.
+  unsigned k = 0;
+  while ((2u << k) <= fit) ++k;
+  const uint64_t rows_needed = (uint64_t(job.slots) + (uint64_t(1) << k) - 1) >> k;
+  return id + std::to_string(per_row) + " slots per row (2^" + std::to_string(shift) + ", " +
+         std::to_string(job.slots) + " slots in " + std::to_string(job.rows) + " rows) share 8 units per row " +
+         "half: with windows of max_width " + std::to_string(job.max_width) + " bits (" + std::to_string(units) +
+         " units) at most " + std::to_string(fit) + " of a row's " + std::to_string(per_row) +
+         " slots aggregate in the switch at once, the rest go to the PS (rows = " + std::to_string(rows_needed) +
+         " hold every slot at " + std::to_string(job.max_width) + " bits)";
 }
 
 std::string format_job(const JobSpec& job) {

@@ -34,4 +34,13 @@ std::string format_job(const pipeline::agq::JobSpec& job);
 
 const char* delivery_name(pipeline::agq::ResultDelivery d);
 
+// PROTOCOL.md §6: a job whose rows cannot hold its slots' windows gets a
+// warning (at 'job add' and at config load) naming the numbers: slots per
+// row = 2^row_shift share 8 units per row half, so at max_width at most
+// 8 / (max_width / 4) of a row's slots aggregate in the switch at once and
+// the rest go to the PS; "PS only" when max_width is below w_min (no window
+// can ever be granted). nullopt: every slot of a row fits at max_width.
+// The text starts with "job <id>: warning: ".
+std::optional<std::string> job_capacity_warning(const pipeline::agq::JobSpec& job);
+
 }  // namespace agq::control

@@ -101,6 +101,9 @@ class FrameGen {
     a.seq = uint32_t(below(64));
     static const uint8_t kWidths[] = {4, 8, 16, 32};
     a.req_width = chance(95) ? kWidths[below(4)] : uint8_t(rng_());
+    // min_width (the DATA's width byte): mostly valid for the job's guard
+    // (a multiple of 4, <= the request), sometimes anything.
+    a.width = chance(90) ? std::min<uint8_t>(a.req_width, kWidths[below(4)]) : uint8_t(rng_());
     a.n_lanes = chance(90) ? uint8_t(proto::kAgqLanes) : chance(50) ? 16 : uint8_t(rng_());
     for (auto& l : a.lanes) l = uint32_t(rng_() >> 48);
     uint8_t payload[proto::Agq::kLen];

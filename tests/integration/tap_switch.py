@@ -52,7 +52,7 @@ def data_frames(slot, seq, v=0, req_width=16):
     for i, (port, ip, mac) in enumerate(WORKERS):
         lanes = [encode_value((k * 7 + i) % 100 - 50, req_width, 2) for k in range(32)]
         h = AgqHeader(type=DATA, flags=v, job_id=1, worker_id=i, num_workers=2, slot=slot, seq=seq,
-                      req_width=req_width, exponent=-5, lanes=lanes)
+                      req_width=req_width, width=req_width, exponent=-5, lanes=lanes)  # min_width = R
         frames.append((port, agq_frame(h, mac, "02:00:00:00:00:fe", ip, "10.2.2.254", ip_id=i)))
     return frames
 

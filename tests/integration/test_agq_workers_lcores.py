@@ -16,12 +16,17 @@ import pytest
 from harness import agqctl, binary, counters, eal_args, memif_vdev, unique_prefix, wait_for
 from test_agq_workers import endpoint, summary
 
-JOB, SLOTS, ROWS = 1, 64, 32   # row_shift 1: 32 shards, 16 per lcore; two 16-bit windows per row half (no PS: no fallback)
+# row_shift 1: 32 shards, 16 per lcore; two 16-bit windows per row half (no PS: no fallback). Every
+# request is 16 bits (max_width 16, an error budget that asks more): a DATA's min_width is its
+# request (PROTOCOL.md §5), so a 12-bit window beside a 16-bit one could leave a later 16-bit
+# request only 12 bits of its row -- a fallback, which needs a PS.
+JOB, SLOTS, ROWS = 1, 64, 32
 
 
 def config(socks):
     out = ['[switch]\npipeline = "agq"\n[agq]\ntotal_rows = 64\ntotal_slots = 256\n',
-           f'[[job]]\nid = {JOB}\nworkers = 2\nslots = {SLOTS}\nrows = {ROWS}\ndelivery = "multicast"\n']
+           f'[[job]]\nid = {JOB}\nworkers = 2\nslots = {SLOTS}\nrows = {ROWS}\nmax_width = 16\n'
+           'delivery = "multicast"\n']
     for w in range(2):
         ip, mac = endpoint(JOB, w + 1)
         out.append(f'[[job.worker]]\nid = {w}\nport = {w}\nip = "{ip}"\nmac = "{mac}"\n')
@@ -55,6 +60,7 @@ def test_two_lcores_per_worker_process(procs, tmp_path, loss):
                                             [memif_vdev(0, socks[w], "client")], mem_mb=256),
                                   "--", "--protocol", "agq", "--switch-ctl", ctl, "--job", JOB, "--ids", w,
                                   "--elements", elements, "--rounds", rounds, "--verify", "all", "--json",
+                                  "--init-width", 16, "--error-budget", "1e-5",
                                   "--progress", os.environ.get("AGQ_PROGRESS", "0"), "--idle-sleep-us", "100",
                                   "--reply-timeout", "20", "--output", out])
         ws.append((p, out))

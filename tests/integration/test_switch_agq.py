@@ -171,8 +171,10 @@ class Seq:
         seq = rng.randrange(1 << 32) if seq is None else seq
         self.data = []
         for i, (port, ip, mac) in enumerate(j["workers"]):
+            # min_width (PROTOCOL §1): the width the model grants (R clamped
+            # to max_width), so the switch may grant nothing narrower
             h = AgqHeader(type=DATA, flags=v, job_id=job, worker_id=i, num_workers=n, slot=slot, seq=seq,
-                          req_width=req_width, exponent=exponent, lanes=us[i])
+                          req_width=req_width, width=width, exponent=exponent, lanes=us[i])
             self.data.append((port, agq_frame(h, mac, SWITCH_MAC, ip, SWITCH_IP, ip_id=i), h))
         self.lanes = [expected_lane([us[i][k] for i in range(n)], req_width, width) for k in range(32)]
         self.v, self.g = v, g
@@ -267,6 +269,9 @@ def test_jobs_at_run_time(switch):
     r = agqctl(sock, "job", "add", "9", "workers=2", "slots=4", "rows=1",
                "worker=0,1,10.2.2.1,02:00:00:00:01:01", "worker=1,3,10.2.3.1,02:00:00:00:02:01")
     assert r.returncode == 0, r.stdout + r.stderr
+    # 4 slots in one row: at 32 bits one window fills a row half (PROTOCOL.md §6)
+    assert r.stdout.startswith("job 9: warning: 4 slots per row") and "at most 1 of a row's 4 slots" in r.stdout, \
+        r.stdout
     JOBS[9] = dict(max_width=32, slots=4, rows=1,
                    workers=[(1, "10.2.2.1", "02:00:00:00:01:01"), (3, "10.2.3.1", "02:00:00:00:02:01")])
     try:

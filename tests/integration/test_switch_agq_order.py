@@ -75,7 +75,7 @@ def test_replicas_and_unicast_leave_in_arrival_order(tmp_path, procs):
     for slot in range(3):
         us = [[encode_value((slot * 7 + w * 3 + k) % 100 - 50, width, n) for k in range(32)] for w in range(n)]
         hs = [AgqHeader(type=DATA, job_id=1, worker_id=w, num_workers=n, slot=slot, seq=slot, req_width=width,
-                        exponent=-7, lanes=us[w]) for w in range(n)]
+                        width=width, exponent=-7, lanes=us[w]) for w in range(n)]  # min_width = R
         frames = [agq_frame(hs[w], WORKERS[w][2], SWITCH_MAC, WORKERS[w][1], SWITCH_IP) for w in range(n)]
         for w in range(n):
             data[w].append(frames[w])

@@ -94,10 +94,12 @@ def test_capture_rx_tx_byte_for_byte(switch, tmp_path):
     t = subprocess.run(["tshark", "-X", f"lua_script:{SOURCE_DIR}/tools/wireshark/agq.lua", "-r", str(f1),
                         "-T", "fields", "-E", "occurrence=a", "-e", "agq.type", "-e", "agq.job_id", "-e", "agq.slot",
                         "-e", "agq.seq", "-e", "agq.worker_id", "-e", "agq.width", "-e", "agq.guard",
-                        "-e", "agq.epoch", "-e", "agq.lane"], capture_output=True, text=True, timeout=60)
+                        "-e", "agq.epoch", "-e", "agq.lane", "-e", "agq.min_width"], capture_output=True, text=True,
+                       timeout=60)
     assert t.returncode == 0, t.stderr
     d, res = [l.split("\t") for l in t.stdout.splitlines()]
-    assert d[:8] == ["1", "1", "3", "77", "0", "0", "0", "0"]
+    # byte 13 of a DATA is its min_width (agq.min_width), of the RESULT the granted width
+    assert d[:8] == ["1", "1", "3", "77", "0", "", "0", "0"] and d[9] == "16"
     assert res[:8] == ["2", "1", "3", "77", "0", str(r.width), "1", str(EPOCH)]
     assert res[8].split(",") == [f"0x{v:08x}" for v in r.lanes]
 

@@ -75,7 +75,7 @@ def traffic(job, rng):
             for w in range(N_WORKERS):
                 lanes = [encode_value(rng.randrange(-500, 500), WIDTH, N_WORKERS) for _ in range(32)]
                 h = AgqHeader(type=DATA, flags=v, job_id=job, worker_id=w, num_workers=N_WORKERS, slot=slot,
-                              seq=seq, req_width=WIDTH, exponent=-4, lanes=lanes)
+                              seq=seq, req_width=WIDTH, width=WIDTH, exponent=-4, lanes=lanes)  # min_width = R
                 f = agq_frame(h, mac(job, w + 1), "02:00:00:00:00:fe", ip(job, w + 1), ip(job, 254),
                               sport=0xC000 | shard(job, slot), ip_id=w)
                 frames.append((shard(job, slot), f))

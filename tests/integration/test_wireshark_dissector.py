@@ -38,7 +38,7 @@ def test_agq_fields_flags_and_lane_profiles(tmp_path):
     lanes16 = [0x1000 + k for k in range(16)]
     frames = [
         agq_frame(AgqHeader(type=DATA, flags=0x07, job_id=513, worker_id=3, num_workers=4, slot=40000,
-                            seq=0xDEADBEEF, req_width=12, exponent=-9, lanes=lanes32),
+                            seq=0xDEADBEEF, req_width=12, width=8, exponent=-9, lanes=lanes32),  # min_width 8
                   "02:00:00:00:00:01", "02:00:00:00:00:fe", "10.0.0.1", "10.0.0.254", sport=0xC000 | 0x123),
         agq_frame(AgqHeader(type=RESULT, flags=0x09, job_id=2, worker_id=1, num_workers=2, slot=7, seq=5,
                             req_width=16, width=0, pos=0, guard=1, exponent=3, n_lanes=16, epoch=0xBEEF,
@@ -54,10 +54,12 @@ def test_agq_fields_flags_and_lane_profiles(tmp_path):
                          "agq.flags.overflow", "agq.flags.fallback", "agq.job_id", "agq.worker_id",
                          "agq.num_workers", "agq.slot", "agq.seq", "agq.req_width", "agq.width", "agq.pos",
                          "agq.guard", "agq.exponent", "agq.n_lanes", "agq.epoch", "agq.shard", "agq.lane",
-                         "_ws.expert.message")
+                         "_ws.expert.message", "agq.min_width")
     d, r, fb, tr = rows
-    assert d[:20] == ["1", "1", "0x07", "1", "1", "1", "0", "513", "3", "4", "40000", str(0xDEADBEEF), "12", "0",
+    # byte 13 of a DATA is its min_width (agq.min_width), of the others the granted width
+    assert d[:20] == ["1", "1", "0x07", "1", "1", "1", "0", "513", "3", "4", "40000", str(0xDEADBEEF), "12", "",
                       "0", "0", "-9", "32", "0", str(0x123)]
+    assert d[22] == "8" and r[22] == "" and fb[22] == ""
     assert d[20].split(",") == [f"0x{v:08x}" for v in lanes32]
     assert r[:19] == ["1", "2", "0x09", "1", "0", "0", "1", "2", "1", "2", "7", "5", "16", "0", "0", "1", "3",
                       "16", str(0xBEEF)]
@@ -66,7 +68,7 @@ def test_agq_fields_flags_and_lane_profiles(tmp_path):
     assert tr[1] == "4" and tr[20] == "" and "shorter than 20 + 4 * lanes" in tr[21]
     info = subprocess.run(["tshark", "-X", f"lua_script:{LUA}", "-r", str(pcap)], capture_output=True, text=True,
                           timeout=120).stdout.splitlines()
-    assert "DATA job 513 slot 40000 v1 seq 3735928559 worker 3/4 req 12 [RETRANSMIT,OVERFLOW]" in info[0]
+    assert "DATA job 513 slot 40000 v1 seq 3735928559 worker 3/4 req 12 min 8 [RETRANSMIT,OVERFLOW]" in info[0]
     assert "RESULT job 2 slot 7 v1 seq 5 width 0 pos 0 epoch 48879 [FALLBACK]" in info[1]
 
 

@@ -6,7 +6,7 @@ other.
 
     from agq_proto import AgqHeader, agq_frame, encode_value, expected_lane
     h = AgqHeader(type=DATA, job_id=1, worker_id=0, num_workers=2, slot=3,
-                  seq=7, req_width=16, lanes=[...])
+                  seq=7, req_width=16, width=16, lanes=[...])   # width: min_width
     frame = agq_frame(h, src_mac=..., dst_mac=..., src_ip=..., dst_ip=...)
     AgqHeader.unpack(frame[-AGQ_LEN:])
 
@@ -48,7 +48,7 @@ class AgqHeader:
     slot: int = 0
     seq: int = 0
     req_width: int = 0
-    width: int = 0
+    width: int = 0      # DATA: min_width (PROTOCOL §1); RESULT: the granted width
     pos: int = 0
     guard: int = 0
     exponent: int = 0
@@ -129,6 +129,16 @@ def rewrite_frame(frame: bytes, h: AgqHeader, dst_mac: str | None = None, dst_ip
 def guard_bits(n: int) -> int:
     """g = ceil(log2 N), N = 1 -> 0."""
     return 0 if n <= 1 else math.ceil(math.log2(n))
+
+
+def narrowest_min_width(num_workers: int) -> int:
+    """The narrowest min_width a DATA may carry: g + 2 rounded up to 4 bits."""
+    return 4 * math.ceil((guard_bits(num_workers) + 2) / 4)
+
+
+def min_width_valid(min_width: int, req_width: int, num_workers: int) -> bool:
+    """§1: a multiple of 4 with g + 2 <= min_width <= req_width."""
+    return min_width % 4 == 0 and guard_bits(num_workers) + 2 <= min_width <= req_width
 
 
 def encode_value(q: int, req_width: int, num_workers: int) -> int:

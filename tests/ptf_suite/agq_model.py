@@ -175,6 +175,10 @@ class AgqModel:
             return out
         if h.type == DATA and (h.req_width % 4 or not 4 <= h.req_width <= 32):
             return out
+        # A DATA's width byte is its min_width: a multiple of 4 with
+        # g + 2 <= min_width <= req_width (§1), else malformed.
+        if h.type == DATA and (h.width % 4 or not job.g + 2 <= h.width <= h.req_width):
+            return out
 
         if h.type == PS_RESULT:                                   # §7
             if h.flags & F_RETRANSMIT:
@@ -209,7 +213,9 @@ class AgqModel:
                 row.cells = [c & keep for c in row.cells]
             want = min(h.req_width, job.max_width) // 4
             pos, w = alloc(row.live, want)
-            if 4 * w - job.g >= 2:
+            # §2: never narrower than the first contribution's min_width
+            # (which leaves W - g >= 2); max_width below it: no window
+            if w > 0 and 4 * w >= h.width:
                 row.live |= set(range(pos, pos + w))
                 s.pos, s.w, s.fallback, s.overflow = pos, w, False, ovf
             else:

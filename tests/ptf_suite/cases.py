@@ -28,7 +28,7 @@ from agq_proto import (DATA, F_RETRANSMIT, F_VERSION, PS_RESULT, RESULT, AgqHead
                        agq_frame)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from agq_model import AgqModel, Job, Worker, low  # noqa: E402
+from agq_model import AGQ_OFF, AgqModel, Job, Worker, low  # noqa: E402
 
 # Roles: port index of each role on the software target (DPDK port ids,
 # in --vdev order). A Tofino maps them to device ports (ptf_agq.py).
@@ -215,9 +215,10 @@ def agq_header(typ, flags, job, worker, n, slot, seq, req, width, pos, guard, ex
 
 def _data(role, job, wid, slot, seq, req, lanes, flags=0, n=2, **kw) -> bytes:
     """A worker's DATA frame to the PS address (the switch aggregates it on
-    the way); n_lanes = len(lanes) unless given."""
+    the way); n_lanes = len(lanes) and min_width (the width byte) = req
+    unless given (the workers' default: a grant of R or the PS)."""
     h = AgqHeader(type=DATA, flags=flags, job_id=job, worker_id=wid, num_workers=n, slot=slot, seq=seq,
-                  req_width=req, exponent=-6, n_lanes=len(lanes), lanes=list(lanes))
+                  req_width=req, width=req, exponent=-6, n_lanes=len(lanes), lanes=list(lanes))
     for k, val in kw.items():
         setattr(h, k, val)
     return agq_frame(h, src_mac=MAC[role], dst_mac=MAC["ps"], src_ip=IP[role], dst_ip=IP["ps"])
@@ -261,8 +262,8 @@ def agq_cases(lanes: int = 32) -> list[Case]:
     u0 = [(0x40000000 + 1000 * k) for k in range(lanes)]
     u1 = [(0x40000000 - 77 * k) for k in range(lanes)]
     s = [(a & 0x7FFFFFFF) + (b & 0x7FFFFFFF) for a, b in zip(u0, u1)]
-    d0 = agq_header(1, 0, 1, 0, 2, 3, 42, 32, 0, 0, 0, -4, u0)
-    d1 = agq_header(1, 0, 1, 1, 2, 3, 42, 32, 0, 0, 0, -4, u1)
+    d0 = agq_header(1, 0, 1, 0, 2, 3, 42, 32, 32, 0, 0, -4, u0)     # min_width 32
+    d1 = agq_header(1, 0, 1, 1, 2, 3, 42, 32, 32, 0, 0, -4, u1)
     f0 = udp_frame("w0", "ps", d0, 50100, 50100)
     f1 = udp_frame("w1", "ps", d1, 50100, 50100)
 
@@ -273,7 +274,7 @@ def agq_cases(lanes: int = 32) -> list[Case]:
     steps = [Step("w0", f0, {}), Step("w1", f1, {"w0": [result_for("w0", 0)], "w1": [result_for("w1", 1)]})]
     cases = [case("agq_basic_reduction", steps)]
     # A packet from an address that is not the job's worker: dropped.
-    bad = udp_frame("h", "ps", agq_header(1, 0, 1, 0, 2, 3, 43, 32, 0, 0, 0, 0, u0), 50100, 50100)
+    bad = udp_frame("h", "ps", agq_header(1, 0, 1, 0, 2, 3, 43, 32, 32, 0, 0, 0, u0), 50100, 50100)
     cases.append(case("agq_bad_worker_dropped", [Step("w0", bad, {})]))
     if lanes == 32:     # ordinary traffic: no lane profile
         f = udp_frame("w0", "h", b"hello" * 10, sport=9000, dport=9000)
@@ -365,6 +366,11 @@ def agq_cases(lanes: int = 32) -> list[Case]:
         ("w0", _data("w0", 1, 0, 64, 5, 32, a)),                      # slot >= slots
         ("w0", _data("w0", 1, 0, 24, 5, 18, a)),                      # width not a multiple of 4
         ("w0", _data("w0", 1, 0, 24, 5, 36, a)),                      # width > 32
+        ("w0", _data("w0", 1, 0, 24, 5, 32, a, width=0)),             # min_width 0 < g + 2
+        ("w0", _data("w0", 1, 0, 24, 5, 32, a, width=2)),             # min_width < g + 2 (and not 4k)
+        ("w0", _data("w0", 1, 0, 24, 5, 32, a, width=6)),             # min_width not a multiple of 4
+        ("w0", _data("w0", 1, 0, 24, 5, 16, a, width=20)),            # min_width > req_width
+        ("w0", _data("w0", 1, 0, 24, 5, 32, a, width=36)),            # min_width > req_width
         ("w0", _data("w0", 1, 0, 24, 5, 32, a, ver=2)),               # malformed: version
         ("w0", _data("w0", 1, 0, 24, 5, 32, _vals(62, 31, 48 - lanes))),  # malformed: the other lane profile
         ("w0", _data("w0", 1, 0, 24, 5, 32, a, type=RESULT)),         # malformed: a RESULT from a worker
@@ -374,6 +380,31 @@ def agq_cases(lanes: int = 32) -> list[Case]:
     sc.send("w0", _data("w0", 1, 0, 24, 5, 32, a), 0)
     sc.send("w1", _data("w1", 1, 1, 24, 5, 32, b), 2)
     cases.append(case("agq_unknown_job_bad_worker_dropped", sc.steps))
+
+    # Grants honour min_width (row 7, slots 28-30; PROTOCOL §2): slot 28
+    # takes 24 bits (pos 0), 8 bits stay free; slot 29 asks 16 with
+    # min_width 16: the best run is 8 bits, narrower than its minimum ->
+    # FALLBACK (PS, exact), no unit taken; slot 30 asks 16 with min_width 8:
+    # granted the 8 bits (pos 6), its RESULT width 8 (d = 8).
+    sc = _Scenario(lanes)
+    sc.send("w0", _data("w0", 1, 0, 28, 70, 24, _vals(70, 23)), 0)
+    sc.send("w0", _data("w0", 1, 0, 29, 71, 16, _vals(71, 15)), 1)      # FALLBACK_DATA to the PS
+    sc.send("w0", _data("w0", 1, 0, 30, 72, 16, _vals(72, 15), width=8), 0)
+    sc.send("w1", _data("w1", 1, 1, 30, 72, 16, _vals(73, 15), width=8), 2)
+    sc.send("w1", _data("w1", 1, 1, 29, 71, 16, _vals(74, 15)), 1)      # FALLBACK_DATA to the PS
+    assert sc.steps[3].expect["w0"][0][AGQ_OFF + 13] == 8   # RESULT width byte: the 8-bit grant
+    cases.append(case("agq_min_width_fallback", sc.steps))
+
+    # min_width at its boundary (row 8, slots 32-33): N = 2, g = 1, so
+    # g + 2 = 3 -> min_width 4 is the narrowest valid one. Slot 32 takes
+    # 28 bits; slot 33 asks 16 with min_width 4 and is granted the last 4
+    # bits (3 value bits), RESULT width 4.
+    sc = _Scenario(lanes)
+    sc.send("w0", _data("w0", 1, 0, 32, 80, 28, _vals(80, 27)), 0)
+    sc.send("w0", _data("w0", 1, 0, 33, 81, 16, _vals(81, 15), width=4), 0)
+    sc.send("w1", _data("w1", 1, 1, 33, 81, 16, _vals(82, 15), width=4), 2)
+    assert sc.steps[2].expect["w0"][0][AGQ_OFF + 13] == 4
+    cases.append(case("agq_min_width_boundary", sc.steps))
     return cases
 
 

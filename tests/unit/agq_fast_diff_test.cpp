@@ -65,6 +65,7 @@ struct Frame {
 struct SlotUse {
   uint32_t use = 0;
   uint8_t req = 16;
+  uint8_t min_width = 16;  // the workers' min_width of this use
   std::set<uint8_t> sent;
 };
 
@@ -155,6 +156,12 @@ class Trace {
       const unsigned min_units = min_grant_units(g);
       u.req = uint8_t(4 * (min_units + below(9 - min_units)));
       if (chance(0.1)) u.req = 32;
+      // min_width anywhere from the narrowest valid one to the request,
+      // often the request itself (the workers' default: a grant is R or a
+      // fallback) or the narrowest (every grant accepted).
+      const unsigned k = below(10);
+      u.min_width = k < 4 ? u.req : k < 6 ? uint8_t(4 * min_units)
+                                          : uint8_t(4 * (min_units + below(u.req / 4 - min_units + 1)));
     }
     uint8_t w;
     uint8_t flags = 0;
@@ -170,7 +177,12 @@ class Trace {
     }
     if (chance(0.05)) flags |= proto::kAgqFlagOverflow;
     const unsigned bits = chance(0.05) ? 32 : u.req - g;  // some workers send junk above their bits
-    Agq a = with_profile(j, data_pkt(j, w, last_.second, uint8_t(u.use & 1), u.req, lanes(bits), u.use, flags));
+    // Only the first contribution's min_width counts: now and then a later
+    // worker disagrees (within what is valid).
+    int min_width = std::min<int>(u.min_width, u.req);
+    if (u.sent.size() > 1 && chance(0.1)) min_width = int(4 * min_grant_units(g));
+    Agq a = with_profile(j, data_pkt(j, w, last_.second, uint8_t(u.use & 1), u.req, lanes(bits), u.use, flags,
+                                     min_width));
     a.exponent = int8_t(below(256));
     a.epoch = uint16_t(rng_());  // ignored by the switch
     return Frame{worker_frame(j, w, a), j.workers[w].port};
@@ -184,6 +196,9 @@ class Trace {
     const uint8_t w = uint8_t(below(j.num_workers));
     Agq a = with_profile(j, data_pkt(j, w, uint16_t(below(j.slots + 2)), uint8_t(below(2)), kReq[below(13)],
                                      lanes(32), uint32_t(rng_()), uint8_t(rng_() & 0x0E)));
+    // min_width: valid or not (no multiple of 4, below g + 2, above R)
+    static const uint8_t kMin[] = {0, 1, 2, 3, 4, 6, 8, 12, 16, 20, 24, 28, 32, 36, 255};
+    if (chance(0.5)) a.width = kMin[below(15)];
     if (chance(0.2)) a.worker_id = uint8_t(below(40));
     if (chance(0.1)) a.num_workers = uint8_t(below(34));
     if (chance(0.1)) a.job_id = uint16_t(below(400));
@@ -218,6 +233,12 @@ class Trace {
       case 0: a.ver = uint8_t(below(16)); break;
       case 1: a.type = AgqType(below(16)); break;
       case 2: a.n_lanes = uint8_t(chance(0.5) ? (j.lanes == 16 ? 32 : 16) : below(256)); break;
+      case 3: {  // min_width out of its range: < g + 2, > R, or no multiple of 4
+        const unsigned g = guard_bits(j.num_workers);
+        const uint8_t bad[] = {uint8_t(g + 1), 20, 32, uint8_t(4 * min_grant_units(g) + 2), 0};
+        a.width = bad[below(5)];
+        break;
+      }
       default: break;
     }
     auto f = worker_frame(j, w, a);
@@ -700,6 +721,53 @@ TEST(AgqFastDiff, FrameTemplateFollowsTheMemosReqWidth) {
     }
     ASSERT_EQ(burst[3].decision.kind, Decision::Kind::Multicast);
     EXPECT_EQ(fast_bytes[3][42 + fast::kWidth], 16);
+    expect_same_cells(p, fast::to_string(simd));
+  }
+}
+
+// The memo and its frame template stand for one min_width too: two DATA
+// of one job and req_width that differ only in min_width (and slot) must
+// not share the memo's min_units. In one burst: A (24 bits, min_width 24)
+// sets the template; B asks 24 with min_width 8 where 8 bits are left,
+// and is granted them (with A's min_units it would fall back); C
+// completes B's slot.
+TEST(AgqFastDiff, FrameTemplateFollowsTheMemosMinWidth) {
+  for (fast::Simd simd : variants()) {
+    Programs p(simd);
+    const JobSpec j = job_spec(1, 2, 2, 1);
+    ASSERT_FALSE(p.model.add_job(j));
+    ASSERT_FALSE(p.fast().add_job(j));
+    const std::vector<uint32_t> lanes(32, 5);
+    const std::vector<std::pair<std::vector<uint8_t>, uint8_t>> frames = {
+        {worker_frame(j, 0, data_pkt(j, 0, 0, 0, 24, lanes, 0, 0, 24)), 0},
+        {worker_frame(j, 0, data_pkt(j, 0, 1, 0, 24, lanes, 0, 0, 8)), 0},
+        {worker_frame(j, 1, data_pkt(j, 1, 1, 0, 24, lanes, 0, 0, 8)), 1},
+    };
+    std::vector<std::vector<uint8_t>> model_bytes, fast_bytes;
+    std::vector<tna::BurstPacket> burst;
+    for (const auto& [f, w] : frames) {
+      model_bytes.push_back(f);
+      fast_bytes.push_back(f);
+    }
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+      tna::BurstPacket b{};
+      b.bytes = fast_bytes[i].data();
+      b.len = uint16_t(fast_bytes[i].size());
+      b.md.ingress_port = j.workers[frames[i].second].port;
+      burst.push_back(b);
+    }
+    p.fast().process_burst(burst.data(), unsigned(burst.size()));
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+      tna::IngressIntrinsicMd md;
+      md.ingress_port = j.workers[frames[i].second].port;
+      const Decision dm = p.model.process(model_bytes[i], md);
+      const std::string what = std::string(fast::to_string(simd)) + " frame " + std::to_string(i);
+      ASSERT_TRUE(same(dm, burst[i].decision)) << what << ": model " << describe(dm) << ", fast "
+                                               << describe(burst[i].decision);
+      ASSERT_EQ(model_bytes[i], fast_bytes[i]) << what;
+    }
+    ASSERT_EQ(burst[2].decision.kind, Decision::Kind::Multicast);
+    EXPECT_EQ(fast_bytes[2][42 + fast::kWidth], 8);
     expect_same_cells(p, fast::to_string(simd));
   }
 }

@@ -56,9 +56,21 @@ inline JobSpec job_spec(uint16_t job, uint8_t n, uint32_t slots, uint32_t rows,
   return j;
 }
 
+// The narrowest min_width a DATA of `j` may carry: 4 * ceil((g + 2) / 4)
+// (PROTOCOL §1). A request narrower than it makes the DATA malformed.
+inline uint8_t narrowest_min_width(const JobSpec& j) {
+  return uint8_t(kUnitBits * min_grant_units(guard_bits(j.num_workers)));
+}
+inline constexpr int kNarrowest = -1;
+
+// A DATA; min_width defaults to the narrowest valid one (every grant the
+// switch can make is accepted), so a test that is not about min_width
+// sees the widest-free-run grants.
 inline Agq data_pkt(const JobSpec& j, uint8_t w, uint16_t slot, uint8_t v, uint8_t req_width,
-                    const std::vector<uint32_t>& lanes, uint32_t seq = 0, uint8_t flags = 0) {
+                    const std::vector<uint32_t>& lanes, uint32_t seq = 0, uint8_t flags = 0,
+                    int min_width = kNarrowest) {
   Agq a;
+  a.width = min_width == kNarrowest ? narrowest_min_width(j) : uint8_t(min_width);
   a.type = AgqType::Data;
   a.flags = uint8_t((v & 1) | flags);
   a.job_id = j.job_id;

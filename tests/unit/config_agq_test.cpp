@@ -126,6 +126,19 @@ TEST_F(ConfigAgqTest, DefaultsAndOrder) {
   EXPECT_EQ(c.port_refs[0].line, 10);
 }
 
+// PROTOCOL.md §6: the job-add warning at config load, with file and line;
+// a job that fits has none.
+TEST_F(ConfigAgqTest, JobsWhoseRowsCannotHoldTheirWindowsWarn) {
+  const std::string path = write(kGood);  // 8 slots in 2 rows: 4 per row at 32 bits
+  const SwitchConfig c = load_config(path);
+  ASSERT_EQ(c.jobs.size(), 1u);
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_EQ(c.warnings[0].rfind(path + ":3: job[0]: job 7: warning: 4 slots per row", 0), 0u) << c.warnings[0];
+  EXPECT_NE(c.warnings[0].find("at most 1 of a row's 4 slots"), std::string::npos) << c.warnings[0];
+  const std::string fits = kHead + "[[job]]\nid = 7\nworkers = 2\nslots = 8\nrows = 8\n" + kW0 + kW1;
+  EXPECT_TRUE(load_config(write(fits)).warnings.empty());
+}
+
 TEST_F(ConfigAgqTest, LaneProfileAndEpoch) {
   // lanes = 32 by default; 16 is the other profile; anything else names the line.
   EXPECT_EQ(load_config(write(kGood)).jobs[0].spec.lanes, 32);

@@ -100,6 +100,36 @@ TEST_F(AgqCommandsTest, AddListDel) {
   EXPECT_TRUE(contains(err(cp, "job del 9"), "no job 9"));
 }
 
+// PROTOCOL.md §6: a job whose rows cannot hold its slots' windows is
+// added, and the answer warns with the numbers; a job whose max_width is
+// below w_min says "PS only"; a job that fits says nothing.
+TEST_F(AgqCommandsTest, JobAddWarnsWhenRowsCannotHoldTheWindows) {
+  const std::string w0 = " worker=0,1,10.0.0.1,02:00:00:00:00:01";
+  // 8 slots in 2 rows: 4 per row; at 32 bits one window fills a row half.
+  const std::string four = ok(cp, kJob7);
+  EXPECT_EQ(four.rfind("job 7: warning: ", 0), 0u) << four;
+  for (const char* part : {"4 slots per row (2^2, 8 slots in 2 rows)", "share 8 units per row half",
+                           "max_width 32 bits (8 units)", "at most 1 of a row's 4 slots", "the rest go to the PS",
+                           "rows = 8 hold every slot at 32 bits"})
+    EXPECT_TRUE(contains(four, part)) << part << " in " << four;
+  // max_width 16: two windows per row half, 4 slots per row still too many.
+  const std::string two = ok(cp, "job add 3 workers=1 slots=8 rows=2 max_width=16" + w0);
+  EXPECT_TRUE(contains(two, "at most 2 of a row's 4 slots")) << two;
+  EXPECT_TRUE(contains(two, "rows = 4 hold every slot at 16 bits")) << two;
+  // Fits: 2 slots per row at 16 bits, or one slot per row at 32.
+  EXPECT_EQ(ok(cp, "job add 4 workers=1 slots=8 rows=4 max_width=16" + w0), "");
+  EXPECT_EQ(ok(cp, "job add 5 workers=1 slots=8 rows=8" + w0), "");
+  // N = 5 (g = 3): w_min = 8 bits; max_width 4 can never be granted.
+  std::string ws;
+  for (int i = 0; i < 5; ++i)
+    ws += " worker=" + std::to_string(i) + ",1,10.0.1." + std::to_string(i + 1) + ",02:00:00:00:01:0" +
+          std::to_string(i + 1);
+  const std::string ps = ok(cp, "job add 6 workers=5 slots=4 rows=4 max_width=4" + ws);
+  EXPECT_EQ(ps.rfind("job 6: warning: PS only: max_width 4 bits is below w_min 8 bits", 0), 0u) << ps;
+  // Every warned job was added.
+  EXPECT_EQ(prog.jobs().size(), 5u);
+}
+
 TEST_F(AgqCommandsTest, ProgramRefusalsAreReported) {
   ok(cp, kJob7);
   // Same id again: refused by AgqProgram::add_job, message prefixed with the job.

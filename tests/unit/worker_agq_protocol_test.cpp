@@ -194,10 +194,15 @@ TEST(AgqWorkerProtocol, TwoToFourWorkersExact) {
     ASSERT_TRUE(f.run(20000)) << n;
     expect_exact(f.jobs_[1]);
     const AgqStats& s = f.jobs_[1].workers[0]->stats();
-    EXPECT_EQ(s.fallbacks, 0u);
-    EXPECT_EQ(s.retransmissions, 0u);
+    // A chunk whose budget asks R > 16 finds only the 16 bits its row
+    // neighbour left: min_width = R (PROTOCOL.md §5) makes it a fallback
+    // (exact at the PS), never a narrower grant. Rare at this budget.
+    EXPECT_LE(s.fallbacks, s.seqs / 20) << n;
+    // The PS's answer to a fallback comes a round trip later than a
+    // switch RESULT: at most one retransmission each (none otherwise).
+    EXPECT_LE(s.retransmissions, s.fallbacks) << n;
     EXPECT_GE(s.row_seqs_max, 2u) << "slots of a row share its cells";
-    EXPECT_EQ(f.counter("agq_results"), s.seqs);
+    EXPECT_EQ(f.counter("agq_results") + s.fallbacks, s.seqs) << n;
   }
 }
 

@@ -2,7 +2,8 @@
 --   agq          UDP port 50100, docs/PROTOCOL.md section 1 (the project's protocol)
 --   agq_classic  UDP ports 50000/50001, the published AGQ program's 73-byte
 --                header (docs/CLASSIC.md, shared/reference/agq-published-program.md)
--- Field names are the documents' names: agq.job_id, agq.req_width, agq.epoch,
+-- Field names are the documents' names: agq.job_id, agq.req_width, agq.min_width
+-- (DATA's byte 13), agq.width (the same byte in every other type), agq.epoch,
 -- agq.lane, agq_classic.jobAndSeq, agq_classic.hashID ...
 --
 -- Install (one line): mkdir -p ~/.local/lib/wireshark/plugins && cp tools/wireshark/agq.lua ~/.local/lib/wireshark/plugins/
@@ -30,6 +31,7 @@ f.num_workers = ProtoField.uint8("agq.num_workers", "num_workers")
 f.slot        = ProtoField.uint16("agq.slot", "slot")
 f.seq         = ProtoField.uint32("agq.seq", "seq")
 f.req_width   = ProtoField.uint8("agq.req_width", "req_width (bits)")
+f.min_width   = ProtoField.uint8("agq.min_width", "min_width (bits: the narrowest grant the workers accept)")
 f.width       = ProtoField.uint8("agq.width", "width (bits granted; 0 = PS fallback)")
 f.pos         = ProtoField.uint8("agq.pos", "pos (first 4-bit unit)")
 f.guard       = ProtoField.uint8("agq.guard", "guard (bits)")
@@ -73,7 +75,9 @@ function agq.dissector(tvb, pinfo, tree)
   t:add(f.slot, tvb(6, 2))
   t:add(f.seq, tvb(8, 4))
   t:add(f.req_width, tvb(12, 1))
-  t:add(f.width, tvb(13, 1))
+  local ty = tvb(0, 1):bitfield(4, 4)
+  -- byte 13: a DATA's min_width, the granted width in what the switch makes (section 1)
+  if ty == 1 then t:add(f.min_width, tvb(13, 1)) else t:add(f.width, tvb(13, 1)) end
   t:add(f.pos, tvb(14, 1))
   t:add(f.guard, tvb(15, 1))
   t:add(f.exponent, tvb(16, 1))
@@ -94,7 +98,6 @@ function agq.dissector(tvb, pinfo, tree)
     end
   end
 
-  local ty = tvb(0, 1):bitfield(4, 4)
   local flags = tvb(1, 1):uint()
   local names = {}
   if bit.band(flags, 2) ~= 0 then names[#names + 1] = "RETRANSMIT" end
@@ -102,7 +105,10 @@ function agq.dissector(tvb, pinfo, tree)
   if bit.band(flags, 8) ~= 0 then names[#names + 1] = "FALLBACK" end
   local info = string.format("%s job %d slot %d v%d seq %d", types[ty] or ("type " .. ty), tvb(2, 2):uint(),
                              tvb(6, 2):uint(), bit.band(flags, 1), tvb(8, 4):uint())
-  if ty == 1 or ty == 4 then
+  if ty == 1 then
+    info = info .. string.format(" worker %d/%d req %d min %d", tvb(4, 1):uint(), tvb(5, 1):uint(), tvb(12, 1):uint(),
+                                 tvb(13, 1):uint())
+  elseif ty == 4 then
     info = info .. string.format(" worker %d/%d req %d", tvb(4, 1):uint(), tvb(5, 1):uint(), tvb(12, 1):uint())
   else
     info = info .. string.format(" width %d pos %d epoch %d", tvb(13, 1):uint(), tvb(14, 1):uint(), tvb(18, 2):uint())

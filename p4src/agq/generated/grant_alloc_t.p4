@@ -2,63 +2,56 @@
  * Do not edit: rebuild and run
  *   build/p4src/gen_agq_tables --out p4src/agq/generated
  * (ctest p4_generated_tables_current fails when this file is stale). */
-/* grant_alloc_t(w, g): is a grant of w units usable for guard g (W - g >= 2). */
+/* grant_alloc_t(w, min_units): alloc_t's window of w units is granted only if
+ * w >= min_width / 4 (PROTOCOL.md §2); else FALLBACK. A valid min_width is
+ * >= g + 2 (hdr_t, admit_t), so every grant leaves W - g >= 2. */
     action grant_alloc(bit<1> ok) {
         md.alloc_ok = ok;
     }
     table grant_alloc_t {
         key = {
-            md.new_w : exact;
-            md.guard : exact;
+            md.new_w     : exact;
+            md.min_units : exact;
         }
         actions = { grant_alloc; }
         const default_action = grant_alloc(0);
         size = 128;
         const entries = {
-            (1, 0) : grant_alloc(1);
             (1, 1) : grant_alloc(1);
-            (1, 2) : grant_alloc(1);
-            (2, 0) : grant_alloc(1);
             (2, 1) : grant_alloc(1);
             (2, 2) : grant_alloc(1);
-            (2, 3) : grant_alloc(1);
-            (2, 4) : grant_alloc(1);
-            (2, 5) : grant_alloc(1);
-            (3, 0) : grant_alloc(1);
             (3, 1) : grant_alloc(1);
             (3, 2) : grant_alloc(1);
             (3, 3) : grant_alloc(1);
-            (3, 4) : grant_alloc(1);
-            (3, 5) : grant_alloc(1);
-            (4, 0) : grant_alloc(1);
             (4, 1) : grant_alloc(1);
             (4, 2) : grant_alloc(1);
             (4, 3) : grant_alloc(1);
             (4, 4) : grant_alloc(1);
-            (4, 5) : grant_alloc(1);
-            (5, 0) : grant_alloc(1);
             (5, 1) : grant_alloc(1);
             (5, 2) : grant_alloc(1);
             (5, 3) : grant_alloc(1);
             (5, 4) : grant_alloc(1);
             (5, 5) : grant_alloc(1);
-            (6, 0) : grant_alloc(1);
             (6, 1) : grant_alloc(1);
             (6, 2) : grant_alloc(1);
             (6, 3) : grant_alloc(1);
             (6, 4) : grant_alloc(1);
             (6, 5) : grant_alloc(1);
-            (7, 0) : grant_alloc(1);
+            (6, 6) : grant_alloc(1);
             (7, 1) : grant_alloc(1);
             (7, 2) : grant_alloc(1);
             (7, 3) : grant_alloc(1);
             (7, 4) : grant_alloc(1);
             (7, 5) : grant_alloc(1);
-            (8, 0) : grant_alloc(1);
+            (7, 6) : grant_alloc(1);
+            (7, 7) : grant_alloc(1);
             (8, 1) : grant_alloc(1);
             (8, 2) : grant_alloc(1);
             (8, 3) : grant_alloc(1);
             (8, 4) : grant_alloc(1);
             (8, 5) : grant_alloc(1);
+            (8, 6) : grant_alloc(1);
+            (8, 7) : grant_alloc(1);
+            (8, 8) : grant_alloc(1);
         }
     }

@@ -27,6 +27,13 @@ constexpr unsigned guard_bits(unsigned n) {
 // The narrowest grant (units) that leaves >= 2 value bits (PROTOCOL §2 w_min).
 constexpr unsigned min_grant_units(unsigned g) { return (g + 2 + kUnitBits - 1) / kUnitBits; }
 
+// A DATA's min_width (PROTOCOL §1, §2): a multiple of 4 with
+// g + 2 <= min_width <= req_width (req_width itself valid: 4..32, a
+// multiple of 4). Every grant W >= min_width then leaves W - g >= 2.
+constexpr bool min_width_valid(unsigned min_width, unsigned req_width, unsigned g) {
+  return min_width % kUnitBits == 0 && min_width >= g + 2 && min_width <= req_width;
+}
+
 // Low `bits` bits set, bits 0..32.
 constexpr uint32_t low_mask(unsigned bits) { return uint32_t((uint64_t(1) << bits) - 1); }
 

@@ -64,7 +64,11 @@ bool Ingress::validate(const proto::Agq& a, Metadata& md, const tna::IngressIntr
     md.drop = AgqDrop::BadSlot;
     return false;
   }
-  if (a.type == AgqType::Data && (a.req_width % 4 != 0 || a.req_width < 4 || a.req_width > 32)) {
+  // DATA: req_width 4..32 in units, and min_width (the width byte) a unit
+  // multiple with g + 2 <= min_width <= req_width (PROTOCOL §1): every
+  // grant that honours it then leaves W - g >= 2.
+  if (a.type == AgqType::Data && (a.req_width % 4 != 0 || a.req_width < 4 || a.req_width > 32 ||
+                                  !min_width_valid(a.width, a.req_width, md.job.guard))) {
     md.drop = AgqDrop::BadWidth;
     return false;
   }
@@ -92,6 +96,7 @@ void Ingress::apply(Headers& hdr, Metadata& md, ResubmitMd& resub, const tna::In
   md.slot_idx = md.job.slot_base + a.slot;
   md.row = md.job.row_base + tables_.slot_row_t.apply(md.job.row_shift).run(a.slot);
   md.req_units = std::min<uint8_t>(uint8_t(a.req_width >> 2), md.job.max_units);
+  md.min_units = uint8_t(a.width >> 2);
   const bool ovf = (a.flags & proto::kAgqFlagOverflow) != 0;
 
   if (ig_intr_md.resubmit_flag) {  // pass 2 of a first contribution
@@ -179,8 +184,11 @@ void Ingress::first_pass1(proto::Agq& a, Metadata& md, ResubmitMd& resub) {
   const uint8_t free_occ = uint8_t(occ & ~oldw.occ_mask);
   // ---- stage 8: free = occ & ~old; stage 9: alloc_t
   const AllocAction& al = tables_.alloc_t.apply(alloc_key(free_occ, md.req_units));
-  // ---- stage 10: grant_alloc_t (is the window wide enough for the guard bits?)
-  const bool ok = tables_.grant_alloc_t.apply(grant_key(al.w, md.job.guard)).ok;
+  // ---- stage 10: grant_alloc_t (does the window honour the DATA's
+  // min_width? alloc_t's window is the widest free run when none holds the
+  // request, so a narrower one cannot exist: no grant, FALLBACK; so is
+  // max_width < min_width, whose request alloc_t never grants wider).
+  const bool ok = tables_.grant_alloc_t.apply(grant_alloc_key(al.w, md.min_units)).ok;
   const bool ovf = (a.flags & proto::kAgqFlagOverflow) != 0;
   resub.occ_old = occ;
   resub.occ_new = ok ? uint8_t(free_occ | al.occ_mask) : free_occ;

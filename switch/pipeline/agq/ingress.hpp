@@ -31,6 +31,7 @@ struct Metadata {
   uint32_t slot_idx = 0;    // slot register index
   uint32_t row = 0;         // row register index
   uint8_t req_units = 0;    // min(req_width, max_width) / 4
+  uint8_t min_units = 0;    // min_width / 4 (the DATA's width byte; grant_alloc_t key)
   bool seen = false, first = false, complete = false;
   uint8_t count = 0;
   uint16_t window = 0;      // slot_window half v

@@ -16,6 +16,15 @@
 
 namespace agq::pipeline::agq {
 
+// Slots per row = 2^row_shift: the smallest k with ceil(slots / 2^k) <=
+// rows (a row of a slot is then a constant shift, slot_row_t), at most
+// kMaxRowShift.
+constexpr uint8_t row_shift_for(uint32_t slots, uint32_t rows) {
+  uint8_t shift = 0;
+  while (shift < kMaxRowShift && ((uint64_t(slots) + (1u << shift) - 1) >> shift) > rows) ++shift;
+  return shift;
+}
+
 struct JobRecord {
   JobSpec spec;
   JobPlacement place;

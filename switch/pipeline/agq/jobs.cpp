@@ -61,8 +61,7 @@ std::variant<JobPlacement, std::string> JobBook::plan(const JobSpec& job) const 
 
   // Slots per row = 2^row_shift, the smallest that fits the row quota: the
   // row of a slot is then a constant shift (slot_row_t).
-  uint8_t shift = 0;
-  while (shift < kMaxRowShift && ((uint64_t(job.slots) + (1u << shift) - 1) >> shift) > job.rows) ++shift;
+  const uint8_t shift = row_shift_for(job.slots, job.rows);
   const uint32_t rows = uint32_t((uint64_t(job.slots) + (1u << shift) - 1) >> shift);
 
   std::vector<std::pair<uint32_t, uint32_t>> used_rows, used_slots;

@@ -92,8 +92,10 @@ ConstTables build() {
       const GrantAction e = ok ? GrantAction{true, low_mask(kUnitBits * w - g), low_mask(kUnitBits * w)}
                                : GrantAction{};
       t.grant_t.set(grant_key(w, g), e);
-      t.grant_alloc_t.set(grant_key(w, g), e);
     }
+  for (unsigned w = 0; w <= kUnits; ++w)
+    for (unsigned m = 1; m <= kUnits; ++m)
+      t.grant_alloc_t.set(grant_alloc_key(w, m), GrantAllocAction{grant_alloc_ok(w, m)});
   fill_unit_shifts(t, std::integer_sequence<unsigned, 1, 2, 3, 4, 5, 6, 7>{});
   fill_row_shifts(t, std::make_integer_sequence<unsigned, kMaxRowShift + 1>{});
   fill_forward(t);

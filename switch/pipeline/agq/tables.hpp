@@ -2,8 +2,9 @@
 //
 // Runtime tables (control plane):  job_t, worker_t, egress_worker_t
 // Constant tables (one formula each, the source of truth for the P4
-// generator too):  alloc_t, window_t, grant_t, slot_row_t, trunc_t, align_t,
-// extract_t, agq_forward_t
+// generator too):  alloc_t, window_t, grant_t, grant_alloc_t, slot_row_t,
+// trunc_t, align_t, extract_t, agq_forward_t; the min_width admission
+// check is min_width_valid() (encoding.hpp), the P4 min_width_t's formula
 //
 // A shift amount on Tofino must be a constant, so every data-dependent shift
 // is a table whose entries are one action per constant amount.
@@ -39,7 +40,7 @@ struct JobAction {
   uint16_t job_index = 0;
   uint8_t num_workers = 0;
   uint8_t guard = 0;
-  uint8_t w_min_units = 0;  // narrowest useful grant (W - g >= 2)
+  uint8_t w_min_units = 0;  // narrowest min_width a DATA may carry, in units (>= g + 2 bits)
   uint8_t max_units = 0;    // max_width / 4
   uint8_t lanes = 32;       // the job's lane profile: n_lanes of its packets, lanes touched
   uint32_t slots = 0;
@@ -87,16 +88,25 @@ struct WindowAction {
 };
 constexpr std::size_t window_key(unsigned pos, unsigned w) { return (pos & 7) << 4 | (w & 15); }
 
-// --- grant_t / grant_alloc_t: key (w, g) -> is the grant usable, its masks ------
-// Two copies with the same entries: a P4 table is applied at one place, and
-// the first contribution's pass 1 needs it after alloc_t while every other
-// pass needs it right after slot_window.
+// --- grant_t: key (w, g) -> is the grant usable, its masks -------------------
 struct GrantAction {
   bool ok = false;           // W - g >= 2
   uint32_t value_mask = 0;   // low W - g bits: what a contribution may set
   uint32_t result_mask = 0;  // low W bits: the right-aligned window
 };
 constexpr std::size_t grant_key(unsigned w, unsigned g) { return (w & 15) << 3 | (g & 7); }
+
+// --- grant_alloc_t: key (w, min_units) -> does alloc_t's window honour the DATA's
+// min_width (PROTOCOL §2, §4 step 4): w > 0 and w >= min_width / 4. A valid
+// min_width is >= g + 2 (validate()), so every accepted window leaves W - g
+// >= 2; the table needs no guard. min_units is 1..8 (key: min_units - 1).
+struct GrantAllocAction {
+  bool ok = false;
+};
+constexpr std::size_t grant_alloc_key(unsigned w, unsigned min_units) {
+  return (w & 15) << 3 | ((min_units - 1) & 7);
+}
+constexpr bool grant_alloc_ok(unsigned w, unsigned min_units) { return w > 0 && w >= min_units; }
 constexpr std::size_t trunc_key(unsigned r_units, unsigned w) { return (r_units & 15) << 4 | (w & 15); }
 
 // --- constant shifts -------------------------------------------------------
@@ -149,7 +159,7 @@ struct ConstTables {
   tna::ConstTable<AllocAction> alloc_t{"alloc_t", 2048, AllocAction{}};
   tna::ConstTable<WindowAction> window_t{"window_t", 128, WindowAction{}};
   tna::ConstTable<GrantAction> grant_t{"grant_t", 128, GrantAction{}};
-  tna::ConstTable<GrantAction> grant_alloc_t{"grant_alloc_t", 128, GrantAction{}};
+  tna::ConstTable<GrantAllocAction> grant_alloc_t{"grant_alloc_t", 128, GrantAllocAction{}};
   tna::ConstTable<RowShiftAction> slot_row_t{"slot_row_t", kMaxRowShift + 1, RowShiftAction{}};
   tna::ConstTable<ShiftAction> trunc_t{"trunc_t", 256, ShiftAction{}};
   tna::ConstTable<ShiftAction> align_t{"align_t", 16, ShiftAction{}};

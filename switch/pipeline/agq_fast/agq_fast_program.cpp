@@ -41,6 +41,7 @@ struct alignas(64) AgqFastProgram::Meta {
   uint32_t* cells;  // the row's lane cells, half v
   uint8_t l3;       // the IPv4 header's offset in frame (14, or 18 tagged)
   uint8_t v, req_units, flags;
+  uint8_t min_units;  // min_width / 4 (grant_alloc_t key)
   uint8_t trunc_row;  // trunc_t's key without w: (req_width >> 2) << 4 (trunc_key)
   Verdict verdict;  // set at admission only when it decides (no slot)
   AgqDrop drop;     // zero: AgqDrop::None
@@ -247,13 +248,14 @@ inline bool AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& 
   std::memcpy(&head, h, sizeof head);
   std::memcpy(&tail, h + kReqWidth, sizeof tail);
   static_assert(kNLanes - kReqWidth == 5, "JobMemo::kTailMask: n_lanes is byte 5 of the tail word");
+  static_assert(kWidth - kReqWidth == 1, "JobMemo::kTailMask: min_width is byte 1 of the tail word");
   const uint8_t wid = h[kWorkerId];
   const uint32_t src = load_be32(ip + kIpSrc);
   const uint16_t slot = load_be16(h + kSlot);
   if (kKnown || ((head & JobMemo::kDataMask) == memo.data && (tail & JobMemo::kTailMask) == memo.tail)) [[likely]] {
     // A DATA of the memo's job, its num_workers, lane profile and a
-    // req_width already found valid: of the checks below only worker_t's
-    // (hit, port, address) and the slot's remain (JobMemo).
+    // req_width and min_width already found valid: of the checks below
+    // only worker_t's (hit, port, address) and the slot's remain (JobMemo).
     const JobEntry* job = m.job = memo.job;
     uint32_t src_wire;
     std::memcpy(&src_wire, ip + kIpSrc, sizeof src_wire);
@@ -262,6 +264,7 @@ inline bool AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& 
       return reject(AgqDrop::BadWorker);
     if (slot >= job->job.slots) return reject(AgqDrop::BadSlot);
     m.req_units = memo.req_units;
+    m.min_units = memo.min_units;
     m.trunc_row = memo.trunc_row;
   } else {
     m.worker = &kWorkerMiss;
@@ -308,14 +311,18 @@ inline bool AgqFastProgram::admit(tna::BurstPacket& p, const AgqFrame& f, Meta& 
       return true;
     }
     const uint8_t req = h[kReqWidth];
-    if (req % 4 != 0 || req < 4 || req > 32) return reject(AgqDrop::BadWidth);
+    const uint8_t min_width = h[kWidth];  // a DATA's width byte: min_width (PROTOCOL §1)
+    if (req % 4 != 0 || req < 4 || req > 32 || !min_width_valid(min_width, req, job.guard))
+      return reject(AgqDrop::BadWidth);
     m.req_units = std::min<uint8_t>(uint8_t(req >> 2), job.max_units);
+    m.min_units = uint8_t(min_width >> 2);
     m.trunc_row = uint8_t(trunc_key(req >> 2, 0));
     // This DATA passed every check the memo stands for: the next ones
-    // with its req_width (and, untagged, its first 64 bytes' fixed fields)
-    // skip them.
-    memo.tail = uint64_t(req) | uint64_t(n_lanes) << 40;
+    // with its req_width and min_width (and, untagged, its first 64
+    // bytes' fixed fields) skip them.
+    memo.tail = uint64_t(req) | uint64_t(min_width) << 8 | uint64_t(n_lanes) << 40;
     memo.req_units = m.req_units;
+    memo.min_units = m.min_units;
     memo.trunc_row = m.trunc_row;
     // The template must stand for the same req_units: replaced, or
     // dropped when this frame cannot be one (tagged, or short).
@@ -382,7 +389,7 @@ inline void AgqFastProgram::registers(Meta& m, Pass& r) {
     const WindowAction& oldw = t_.window_t[window_key(window_pos(old), old_w)];
     const uint8_t free_occ = uint8_t(occ & ~oldw.occ_mask);
     const AllocAction& al = t_.alloc_t[alloc_key(free_occ, m.req_units)];
-    const bool ok = t_.grant_alloc_t[grant_key(al.w, job.guard)].ok;
+    const bool ok = t_.grant_alloc_t[grant_alloc_key(al.w, m.min_units)].ok;
     const uint8_t occ_new = ok ? uint8_t(free_occ | al.occ_mask) : free_occ;
     const uint16_t window = ok ? pack_window(al.pos, al.w, false, ovf) : pack_window(0, 0, true, ovf);
     // Resubmit. Pass 2 follows at once, as in the model: nothing ran in

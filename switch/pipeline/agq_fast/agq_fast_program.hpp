@@ -166,9 +166,9 @@ class AgqFastProgram final : public AgqSwitchProgram {
   // and what a DATA of that job carries whatever its worker and slot:
   // agq header bytes 0-7 as a little-endian word under kDataMask
   // (version/type, job_id, num_workers) must equal `data`, and bytes 12-19
-  // under kTailMask (req_width, n_lanes) must equal `tail`, the req_width
-  // of the last DATA of the job that passed every check, whose req_units
-  // the memo keeps. A frame that matches passes every check of admit()
+  // under kTailMask (req_width, min_width, n_lanes) must equal `tail`, the
+  // widths of the last DATA of the job that passed every check, whose
+  // req_units and min_units the memo keeps. A frame that matches passes every check of admit()
   // but worker_t's and the slot's exactly as the field-by-field path
   // would (tests/unit/agq_fast_diff_test.cpp); kNoData and kNoTail never
   // match.
@@ -184,20 +184,21 @@ class AgqFastProgram final : public AgqSwitchProgram {
   struct JobMemo {
     static constexpr uint64_t kDataMask = 0x0000FF00FFFF00FFull;
     static constexpr uint64_t kNoData = 0x100;  // a bit outside kDataMask
-    static constexpr uint64_t kTailMask = 0x0000FF00000000FFull;
-    static constexpr uint64_t kNoTail = 0x100;  // a bit outside kTailMask
+    static constexpr uint64_t kTailMask = 0x0000FF000000FFFFull;
+    static constexpr uint64_t kNoTail = 0x10000;  // a bit outside kTailMask
     // Ethernet type and IPv4 version/IHL (12-14), flags and fragment
     // offset (20-21), protocol (23), UDP destination port (36-37); agq
     // version/type (42), job_id (44-45), num_workers (47), req_width (54),
-    // n_lanes (59).
+    // min_width (55), n_lanes (59).
     static constexpr uint64_t kFrameBytes = 1ull << 12 | 1ull << 13 | 1ull << 14 | 1ull << 20 | 1ull << 21 |
                                             1ull << 23 | 1ull << 36 | 1ull << 37 | 1ull << 42 | 1ull << 44 |
-                                            1ull << 45 | 1ull << 47 | 1ull << 54 | 1ull << 59;
+                                            1ull << 45 | 1ull << 47 | 1ull << 54 | 1ull << 55 | 1ull << 59;
     uint32_t id = 0x10000;
     const JobEntry* job = nullptr;
     uint64_t data = kNoData;
     uint64_t tail = kNoTail;
     uint8_t req_units = 0;
+    uint8_t min_units = 0;
     uint8_t trunc_row = 0;  // Meta::trunc_row of that req_width
     uint16_t frame_len = 0;
     alignas(64) uint8_t frame[64];

@@ -15,7 +15,7 @@ struct FastTables {
   std::array<AllocAction, 2048> alloc_t;
   std::array<WindowAction, 128> window_t;
   std::array<GrantAction, 128> grant_t;
-  std::array<GrantAction, 128> grant_alloc_t;
+  std::array<GrantAllocAction, 128> grant_alloc_t;
   std::array<uint8_t, 256> trunc_t;   // shift right by (bits)
   std::array<uint8_t, 16> align_t;    // shift left by
   std::array<uint8_t, 16> extract_t;  // shift right by
