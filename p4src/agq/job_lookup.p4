@@ -270,6 +270,12 @@ control JobCheck(inout ingress_headers_t hdr,
         }
     }
     action set_go() { md.go = 1; }
+#if __TARGET_TOFINO__ != 1
+    /* Tofino 2: beside slot_bitmap, as the slot chain needs (row_occupancy
+     * one stage later); left to itself bf-p4c put it a stage later, and
+     * every stage after it (19 of 20). */
+    @stage(3)
+#endif
     table go_t {
         key = { md.adm : exact; md.slot_room : ternary; }
         actions = { set_go; NoAction; }
