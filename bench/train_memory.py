@@ -25,6 +25,7 @@ at 4 slots per row an in-switch share >= 2x the 32-bit design's).
 """
 import argparse
 import json
+import re
 import os
 import statistics
 import sys
@@ -244,7 +245,7 @@ class Switch:
 
 def run_point(point, mode, cfg, out, world=2):
     """One memory point (dict(label, jobs=[rows, ...])) in one mode; returns per-job summaries."""
-    tag = f"{point['label']}_{mode}".replace(" ", "").replace("/", "-")
+    tag = re.sub(r"[^A-Za-z0-9_-]", "", f"{point['label']}_{mode}".replace(" ", "_"))
     wd = out / tag
     wd.mkdir(parents=True, exist_ok=True)
     if mode == "gloo":
