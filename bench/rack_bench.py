@@ -1,0 +1,236 @@
+#!/usr/bin/python3
+"""Allreduce on shaped links in the rack rig (tests/integration/rack.py):
+K hosts in network namespaces behind one agq-switch, every host's port
+(the switch's egress towards the host) shaped to the same rate with
+`[[port]] rate`. Side by side, per tensor size and N:
+
+  agq    agq-worker in N hosts, the PS in one more host, through the switch;
+         time per op = the slowest worker's seconds / rounds.
+  ring   torch.distributed Gloo all_reduce of a float32 tensor over TCP
+         between the same N hosts, the switch as their ToR (Gloo's CPU
+         allreduce: ring reduce-scatter + allgather), median of --reps.
+  bound  in-network aggregation's bound: each host receives the tensor
+         once, tensor bytes on the wire (frame + 24 B preamble/FCS/IFG per
+         1500 B MTU frame of payload) / rate.
+
+Prints a table and writes results/<date>/rack/results-<rate>.{md,json}.
+Numbers, never asserts. Run as root with /usr/bin/python3 after building
+agq-switch, agq-worker and agqctl (build/, or AGQ_BUILD_DIR)."""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import socket
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "integration"))
+from harness import agqctl, binary, wait_for  # noqa: E402
+from rack import Rack  # noqa: E402
+
+ELEM = 4  # float32
+# Wire bytes per byte of tensor for a bulk transfer in 1500 B IP packets:
+# 1448 B of TCP payload per 1514 B frame + 24 B preamble/SFD/FCS/IFG.
+WIRE_FACTOR = (1514 + 24) / 1448
+
+GLOO_RANK = r'''
+import json, os, statistics, sys, time
+import torch, torch.distributed as dist
+rank, world, addr, n, reps = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+dist.init_process_group("gloo", init_method=f"tcp://{addr}", rank=rank, world_size=world)
+t = torch.ones(n, dtype=torch.float32)
+dist.all_reduce(t)  # warm-up: connections, buffers
+times = []
+for _ in range(reps):
+    t.fill_(1.0)
+    dist.barrier()
+    t0 = time.perf_counter()
+    dist.all_reduce(t)
+    times.append(time.perf_counter() - t0)
+ok = bool((t == world).all())
+if rank == 0:
+    print(json.dumps({"times": times, "median": statistics.median(times), "ok": ok}), flush=True)
+dist.destroy_process_group()
+'''
+
+BULK_RX = r'''
+import socket, sys, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind((sys.argv[1], int(sys.argv[2]))); s.listen(1)
+print("listening", flush=True)
+c, _ = s.accept(); n = 0; t0 = time.perf_counter()
+while True:
+    b = c.recv(1 << 20)
+    if not b: break
+    n += len(b)
+print("RX", n, time.perf_counter() - t0, flush=True)
+'''
+
+BULK_TX = r'''
+import socket, sys, time
+s = socket.create_connection((sys.argv[1], int(sys.argv[2]))); buf = b"x" * (1 << 16)
+end = time.perf_counter() + float(sys.argv[3]); n = 0
+while time.perf_counter() < end:
+    n += s.send(buf)
+s.close(); print("TX", n, flush=True)
+'''
+
+
+def agq_worker(rack, host, name, args, lcore):
+    return rack.start(name, [binary("agq-worker"), *host.eal(name, lcore, mem_mb=256), "--", "--protocol", "agq",
+                             "--json", "--progress", "0", "--idle-sleep-us", "20", *args], host=host)
+
+
+def run_agq(rack, job, workers, ps, elements, rounds):
+    """One agq-worker run of `rounds` ops; per worker its JSON summary."""
+    ctl = f"{rack.ctl}"
+    p = agq_worker(rack, rack.hosts[ps], f"ps{job}", ["--role", "ps", "--switch-ctl", ctl, "--job", job], "1")
+    wait_for(lambda: "ready" in p.output() or not p.alive(), 30, what="PS ready")
+    ws = [agq_worker(rack, rack.hosts[h], f"w{job}x{i}",
+                     ["--switch-ctl", ctl, "--job", job, "--ids", i, "--elements", elements, "--rounds", rounds,
+                      "--verify", "sample:64", "--reply-timeout", "30", "--retry-time", "30"], str(i % 2))
+          for i, h in enumerate(workers)]
+    out = []
+    for w in ws:
+        w.wait(600)
+        lines = [l for l in w.output().splitlines() if l.startswith("{")]
+        out.append(json.loads(lines[-1]) if lines else {"status": "no summary", "tail": w.output()[-500:]})
+    p.stop()
+    return out
+
+
+def run_gloo(rack, hosts, elements, reps, port, workdir):
+    script = workdir / "gloo_rank.py"
+    script.write_text(GLOO_RANK)
+    addr = f"{rack.hosts[hosts[0]].ip}:{port}"
+    ps = []
+    for r, h in enumerate(hosts):
+        host = rack.hosts[h]
+        env_argv = ["env", f"GLOO_SOCKET_IFNAME={host.ifname}", "OMP_NUM_THREADS=1",
+                    "/usr/bin/python3", script, r, len(hosts), addr, elements, reps]
+        ps.append(rack.start(f"gloo{port}r{r}", env_argv, host=host))
+    for p in ps:
+        p.wait(900)
+    lines = [l for l in ps[0].output().splitlines() if l.startswith("{")]
+    return json.loads(lines[-1]) if lines else {"error": ps[0].output()[-800:]}
+
+
+def tcp_bulk(rack, src, dst, seconds, port, workdir):
+    """Mbit/s of one TCP flow src -> dst for `seconds` (receiver's count)."""
+    (workdir / "bulk_rx.py").write_text(BULK_RX)
+    (workdir / "bulk_tx.py").write_text(BULK_TX)
+    d = rack.hosts[dst]
+    rx = rack.start(f"bulkrx{port}", ["/usr/bin/python3", workdir / "bulk_rx.py", d.ip, port], host=d)
+    wait_for(lambda: "listening" in rx.output() or not rx.alive(), 30, what="bulk receiver")
+    tx = rack.start(f"bulktx{port}", ["/usr/bin/python3", workdir / "bulk_tx.py", d.ip, port, seconds],
+                    host=rack.hosts[src])
+    return rx, tx
+
+
+def bulk_result(rx, tx):
+    tx.wait(300)
+    rx.wait(60)
+    for l in rx.output().splitlines():
+        if l.startswith("RX "):
+            _, n, secs = l.split()
+            return int(n) * 8 / float(secs) / 1e6
+    return float("nan")
+
+
+def ports_toml(rack, rate, queue):
+    return "".join(f'[[port]]\nid = {h.port}\nrate = "{rate}"\nqueue = {queue}\n' for h in rack.hosts)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rate", default="100mbit", help="every host port's egress rate (a [[port]] rate)")
+    ap.add_argument("--sizes-mb", default="4,16", help="tensor sizes in MB (float32, 1 MB = 2^20 B)")
+    ap.add_argument("--ns", default="2,4", help="N (hosts in the allreduce)")
+    ap.add_argument("--rounds", type=int, default=3, help="agq ops per run")
+    ap.add_argument("--reps", type=int, default=3, help="Gloo ops timed (median)")
+    ap.add_argument("--slots", type=int, default=32, help="each job's slots (its [[job]] slots)")
+    ap.add_argument("--rows", type=int, default=32, help="each job's rows (the switch has 64 in all)")
+    ap.add_argument("--queue", type=int, default=1000, help="each shaped port's queue, frames")
+    ap.add_argument("--probe-s", type=float, default=4, help="seconds of the unshaped TCP probe (0: none)")
+    ap.add_argument("--out", type=Path, default=ROOT / "results" / datetime.date.today().isoformat() / "rack")
+    a = ap.parse_args()
+    sizes = [float(s) for s in a.sizes_mb.split(",")]
+    ns = [int(n) for n in a.ns.split(",")]
+    k = max(ns) + 1  # the PS has a host of its own: the last one
+    ps_host = k - 1
+    rate_bps = _rate_bps(a.rate)
+    a.out.mkdir(parents=True, exist_ok=True)
+    rows, meta = [], {"machine": f"{platform.node()} {os.cpu_count()} CPUs {platform.machine()}",
+                      "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
+                      "load_before": os.getloadavg(), "rate": a.rate, "queue": a.queue}
+    with tempfile.TemporaryDirectory(prefix="agq-rackbench-") as td, Rack(k, Path(td)) as rack:
+        wd = Path(td)
+        jobs = "".join(rack.job_toml(n, workers=list(range(n)), ps=ps_host, slots=a.slots, rows=a.rows) for n in ns)
+        if a.probe_s > 0:
+            sw = rack.start_switch(jobs=jobs)
+            rx, tx = tcp_bulk(rack, 0, 1, a.probe_s, 5001, wd)
+            meta["unshaped_tcp_mbit"] = bulk_result(rx, tx)
+            print(f"unshaped link (switch on net_{rack.driver}): one TCP flow h0->h1 "
+                  f"{meta['unshaped_tcp_mbit']:.0f} Mbit/s", flush=True)
+            sw.stop()
+            wait_for(lambda: not rack.ctl.exists(), 10, what="switch gone")
+        rack.start_switch(jobs=jobs, extra_toml=ports_toml(rack, a.rate, a.queue))
+        meta["driver"] = rack.driver
+        port = 29500
+        for mb in sizes:
+            elements = int(mb * (1 << 20)) // ELEM
+            for n in ns:
+                port += 1
+                s = run_agq(rack, n, list(range(n)), ps_host, elements, a.rounds)
+                ok = all(w.get("status") == "ok" and w.get("mismatches", 1) == 0 for w in s)
+                agq_t = max(w.get("seconds", float("nan")) for w in s) / a.rounds
+                bits = statistics.mean(w.get("memory", {}).get("avg_granted_bits", float("nan")) for w in s)
+                retx = sum(w.get("retransmissions", 0) for w in s)
+                fb = sum(w.get("fallbacks", 0) for w in s)
+                g = run_gloo(rack, list(range(n)), elements, a.reps, port, wd)
+                ring_t = g.get("median", float("nan"))
+                bound = mb * (1 << 20) * WIRE_FACTOR * 8 / rate_bps
+                row = {"mb": mb, "n": n, "agq_s": agq_t, "agq_ok": ok, "agq_bits": bits, "agq_retx": retx, "agq_fallbacks": fb,
+                       "ring_s": ring_t, "ring_ok": g.get("ok"), "ring_times": g.get("times"),
+                       "bound_s": bound, "agq_over_bound": agq_t / bound, "ring_over_agq": ring_t / agq_t,
+                       "agq_workers": s}
+                rows.append(row)
+                print(f"{mb:5.0f} MB N={n}: agq {agq_t:.3f} s ({'ok' if ok else 'FAILED'}, avg {bits:.1f} bits, "
+                      f"{retx} retx, {fb} fallbacks)  ring {ring_t:.3f} s  bound {bound:.3f} s  agq/bound {agq_t / bound:.2f}  "
+                      f"ring/agq {ring_t / agq_t:.2f}", flush=True)
+        q = agqctl(rack.ctl, "queues")
+        meta["queues_after"] = q.stdout
+        print(q.stdout)
+    meta["load_after"] = os.getloadavg()
+    (a.out / f"results-{a.rate}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1, default=str))
+    md = [f"# rack bench: {meta['date']}, {meta['machine']}, rate {a.rate} per host port, "
+          f"switch ports net_{meta.get('driver')}, load {meta['load_before'][0]:.1f}",
+          "", "| MB | N | agq s/op | agq bits/elem | ring (Gloo) s/op | bound s | agq/bound | ring/agq |",
+          "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        md.append(f"| {r['mb']:.0f} | {r['n']} | {r['agq_s']:.3f}{'' if r['agq_ok'] else ' (failed)'} | "
+                  f"{r['agq_bits']:.1f} | {r['ring_s']:.3f} | {r['bound_s']:.3f} | {r['agq_over_bound']:.2f} | "
+                  f"{r['ring_over_agq']:.2f} |")
+    (a.out / f"results-{a.rate}.md").write_text("\n".join(md) + "\n")
+    print("\n".join(md))
+    print(f"wrote {a.out}")
+    return 0
+
+
+def _rate_bps(rate: str) -> float:
+    r = rate.lower().removesuffix("/s").removesuffix("ps")
+    for unit, mult in (("tbit", 1e12), ("gbit", 1e9), ("mbit", 1e6), ("kbit", 1e3), ("bit", 1)):
+        if r.endswith(unit):
+            return float(r[: -len(unit)]) * mult
+    return float(r)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
