@@ -240,8 +240,9 @@ def fairness(rack, a, ps_host, wd, rate_bps, mb):
     return res
 
 
-def ports_toml(rack, rate, queue):
-    return "".join(f'[[port]]\nid = {h.port}\nrate = "{rate}"\nqueue = {queue}\n' for h in rack.hosts)
+def ports_toml(rack, rate, queue, ecn):
+    mark = f"ecn_threshold = {ecn}\n" if ecn else ""
+    return "".join(f'[[port]]\nid = {h.port}\nrate = "{rate}"\nqueue = {queue}\n{mark}' for h in rack.hosts)
 
 
 def main():
@@ -255,12 +256,14 @@ def main():
     ap.add_argument("--rows", type=int, default=32, help="each job's rows (the switch has 64 in all)")
     ap.add_argument("--queue", type=int, default=1000, help="each shaped port's queue, frames")
     ap.add_argument("--probe-s", type=float, default=4, help="seconds of the unshaped TCP probe (0: none)")
+    ap.add_argument("--ecn", type=int, default=0, help="every shaped port's ecn_threshold, frames; the hosts' "
+                    "TCP asks for ECN (0: no marks)")
     ap.add_argument("--fairness-mb", type=float, default=4, help="the fairness run's tensor (0: no fairness run)")
     ap.add_argument("--bulk-s", type=float, default=5, help="seconds of the fairness run's TCP bulk flow")
     ap.add_argument("--short-flows", type=int, default=100, help="short request/response flows idle and loaded")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / datetime.date.today().isoformat() / "rack")
     a = ap.parse_args()
-    sizes = [float(s) for s in a.sizes_mb.split(",")]
+    sizes = [float(s) for s in a.sizes_mb.split(",") if s]
     ns = [int(n) for n in a.ns.split(",")]
     k = max(ns) + 1  # the PS has a host of its own: the last one
     ps_host = k - 1
@@ -268,7 +271,7 @@ def main():
     a.out.mkdir(parents=True, exist_ok=True)
     rows, meta = [], {"machine": f"{platform.node()} {os.cpu_count()} CPUs {platform.machine()}",
                       "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
-                      "load_before": os.getloadavg(), "rate": a.rate, "queue": a.queue}
+                      "load_before": os.getloadavg(), "rate": a.rate, "queue": a.queue, "ecn": a.ecn}
     with tempfile.TemporaryDirectory(prefix="agq-rackbench-") as td, Rack(k, Path(td)) as rack:
         wd = Path(td)
         jobs = "".join(rack.job_toml(n, workers=list(range(n)), ps=ps_host, slots=a.slots, rows=a.rows) for n in ns)
@@ -280,7 +283,11 @@ def main():
                   f"{meta['unshaped_tcp_mbit']:.0f} Mbit/s", flush=True)
             sw.stop()
             wait_for(lambda: not rack.ctl.exists(), 10, what="switch gone")
-        rack.start_switch(jobs=jobs, extra_toml=ports_toml(rack, a.rate, a.queue))
+        rack.start_switch(jobs=jobs, extra_toml=ports_toml(rack, a.rate, a.queue, a.ecn))
+        if a.ecn:
+            # The hosts' TCP asks for ECN (DCTCP-style marks on the queue's depth).
+            for h in rack.hosts:
+                h.run(["sysctl", "-qw", "net.ipv4.tcp_ecn=1"], check=True)
         meta["driver"] = rack.driver
         port = 29500
         for mb in sizes:
@@ -320,9 +327,11 @@ def main():
         meta["queues_after"] = q.stdout
         print(q.stdout)
     meta["load_after"] = os.getloadavg()
-    (a.out / f"results-{a.rate}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1, default=str))
+    name = f"results-{a.rate}" + (f"-ecn{a.ecn}" if a.ecn else "") + ("" if rows else "-fairness")
+    (a.out / f"{name}.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1, default=str))
     md = [f"# rack bench: {meta['date']}, {meta['machine']}, rate {a.rate} per host port, "
-          f"switch ports net_{meta.get('driver')}, load {meta['load_before'][0]:.1f}",
+          f"queue {a.queue} frames" + (f", ECN above {a.ecn}" if a.ecn else "") +
+          f", switch ports net_{meta.get('driver')}, load {meta['load_before'][0]:.1f}",
           "", "| MB | N | agq s/op | agq bits/elem | agq B/B | ring (Gloo) s/op | ring B/B | bound s | agq/bound | bound, agq frames | agq/that | ring/agq |",
           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
@@ -339,7 +348,7 @@ def main():
                f"| alone | {f['agq_alone_s']:.3f} | {f['tcp_alone_mbit']:.1f} | | | |",
                f"| together | {f['agq_with_tcp_s']:.3f} | {f['tcp_with_agq_mbit']:.1f} | {f['tcp_share']:.2f} | "
                f"{f['drops']} | {f['short_loaded_ms']['p50']:.2f} / {f['short_loaded_ms']['p99']:.2f} |"]
-    (a.out / f"results-{a.rate}.md").write_text("\n".join(md) + "\n")
+    (a.out / f"{name}.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
     print(f"wrote {a.out}")
     return 0
