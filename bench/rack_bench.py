@@ -11,9 +11,16 @@ K hosts in network namespaces behind one agq-switch, every host's port
          allreduce: ring reduce-scatter + allgather), median of --reps.
   bound  in-network aggregation's bound: each host receives the tensor
          once, tensor bytes on the wire (frame + 24 B preamble/FCS/IFG per
-         1500 B MTU frame of payload) / rate.
+         1500 B MTU frame of payload) / rate; and the same in agq's own
+         frames (32 lanes, 128 B of tensor, in 190 B), its bound whatever
+         the widths (they save switch memory, not wire).
 
-Prints a table and writes results/<date>/rack/results-<rate>.{md,json}.
+With a fairness run (--fairness-mb, needs N >= 3 for four hosts): an agq
+job (N = 2, hosts 0 and 1) and one TCP bulk flow (host 2 -> host 0) share
+host 0's port; short TCP request/response flows (host 3 -> host 0) idle and
+loaded; drops from `agqctl queues`.
+
+Prints a table and writes results/<date>/rack/results-<rate>[-ecnK][-fairness].{md,json}.
 Numbers, never asserts. Run as root with /usr/bin/python3 after building
 agq-switch, agq-worker and agqctl (build/, or AGQ_BUILD_DIR)."""
 from __future__ import annotations
@@ -27,6 +34,7 @@ import socket
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -216,7 +224,6 @@ def fairness(rack, a, ps_host, wd, rate_bps, mb):
     res["agq_alone_s"] = max(w.get("seconds", float("nan")) for w in s) / a.rounds
     # Together: agq runs longer than the bulk flow, which starts once agq is under way.
     rounds = max(a.rounds, int((a.bulk_s + 3) / max(res["agq_alone_s"], 1e-3)) + 1)
-    import threading
     out = {}
     t = threading.Thread(target=lambda: out.setdefault("agq", run_agq(rack, 2, [0, 1], ps_host, elements, rounds)))
     t.start()
