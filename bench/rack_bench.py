@@ -26,6 +26,7 @@ agq-switch, agq-worker and agqctl (build/, or AGQ_BUILD_DIR)."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import json
 import os
@@ -50,6 +51,8 @@ WIRE_FACTOR = (1514 + 24) / 1448
 # agq's own frames (docs/PROTOCOL.md): 32 lanes of 4 B (128 B of tensor) in a
 # 190 B frame + 24 B: its bound on this wire format, whatever the widths.
 AGQ_WIRE_FACTOR = (190 + 24) / 128
+
+VERIFY = "sample:64"
 
 GLOO_RANK = r'''
 import json, os, statistics, sys, time
@@ -134,7 +137,7 @@ def run_agq(rack, job, workers, ps, elements, rounds):
     wait_for(lambda: "ready" in p.output() or not p.alive(), 30, what="PS ready")
     ws = [agq_worker(rack, rack.hosts[h], f"w{job}x{i}",
                      ["--switch-ctl", ctl, "--job", job, "--ids", i, "--elements", elements, "--rounds", rounds,
-                      "--verify", "sample:64", "--reply-timeout", "30", "--retry-time", "30"], str(i % 2))
+                      "--verify", VERIFY, "--reply-timeout", "30", "--retry-time", "30"], str(i % 2))
           for i, h in enumerate(workers)]
     out = []
     for w in ws:
@@ -268,8 +271,12 @@ def main():
     ap.add_argument("--fairness-mb", type=float, default=4, help="the fairness run's tensor (0: no fairness run)")
     ap.add_argument("--bulk-s", type=float, default=5, help="seconds of the fairness run's TCP bulk flow")
     ap.add_argument("--short-flows", type=int, default=100, help="short request/response flows idle and loaded")
+    ap.add_argument("--keep", type=Path, default=None, help="work directory kept (every process's log)")
+    ap.add_argument("--verify", default="sample:64", help="agq-worker --verify")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / datetime.date.today().isoformat() / "rack")
     a = ap.parse_args()
+    global VERIFY
+    VERIFY = a.verify
     sizes = [float(s) for s in a.sizes_mb.split(",") if s]
     ns = [int(n) for n in a.ns.split(",")]
     k = max(ns) + 1  # the PS has a host of its own: the last one
@@ -279,7 +286,10 @@ def main():
     rows, meta = [], {"machine": f"{platform.node()} {os.cpu_count()} CPUs {platform.machine()}",
                       "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
                       "load_before": os.getloadavg(), "rate": a.rate, "queue": a.queue, "ecn": a.ecn}
-    with tempfile.TemporaryDirectory(prefix="agq-rackbench-") as td, Rack(k, Path(td)) as rack:
+    if a.keep:
+        a.keep.mkdir(parents=True, exist_ok=True)
+    with (contextlib.nullcontext(str(a.keep)) if a.keep else tempfile.TemporaryDirectory(prefix="agq-rackbench-")) as td, \
+            Rack(k, Path(td)) as rack:
         wd = Path(td)
         jobs = "".join(rack.job_toml(n, workers=list(range(n)), ps=ps_host, slots=a.slots, rows=a.rows) for n in ns)
         if a.probe_s > 0:
