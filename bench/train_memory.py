@@ -280,11 +280,12 @@ def plot(summary, path):
     fig, (a1, a2, a3) = plt.subplots(1, 3, figsize=(15, 4.3))
     x = range(len(labels))
     for mode, mk in (("agq", "o-"), ("fixed32", "s--")):
-        a1.plot(x, [p[mode]["final_loss"] for p in summary["points"]], mk, label=mode)
+        a1.plot(x, [100 * (p[mode]["final_loss"] - p["gloo"]["final_loss"]) / p["gloo"]["final_loss"]
+                    for p in summary["points"]], mk, label=mode)
         a2.plot(x, [100 * p[mode].get("in_switch_share", 0) for p in summary["points"]], mk, label=mode)
         a3.plot(x, [p[mode].get("avg_granted_bits", 0) for p in summary["points"]], mk, label=mode)
-    a1.plot(x, [p["gloo"]["final_loss"] for p in summary["points"]], "k:", label="Gloo")
-    a1.set(title="final training loss", yscale="log", ylabel="MSE (last tenth of steps)")
+    a1.axhspan(-1, 1, color="gray", alpha=0.15, label="Gloo +- 1 %")
+    a1.set(title="final loss vs Gloo's", ylabel="% (MSE, last tenth of the steps)", ylim=(-5, 5))
     a2.set(title="elements aggregated in the switch", ylabel="%", ylim=(0, 105))
     a3.set(title="average granted bits (switch-aggregated)", ylabel="bits", ylim=(0, 34))
     for a in (a1, a2, a3):
