@@ -31,7 +31,6 @@ import datetime
 import json
 import os
 import platform
-import socket
 import statistics
 import sys
 import tempfile
@@ -327,13 +326,15 @@ def main():
                 ring_t = g.get("median", float("nan"))
                 bound = mb * (1 << 20) * WIRE_FACTOR * 8 / rate_bps
                 bound_agq = mb * (1 << 20) * AGQ_WIRE_FACTOR * 8 / rate_bps
-                row = {"mb": mb, "n": n, "agq_s": agq_t, "agq_ok": ok, "agq_bits": bits, "agq_retx": retx, "agq_fallbacks": fb,
-                       "agq_wire": agq_wire, "ring_wire": ring_wire, "ring_s": ring_t, "ring_ok": g.get("ok"), "ring_times": g.get("times"),
-                       "bound_s": bound, "bound_agq_frames_s": bound_agq, "agq_over_own_bound": agq_t / bound_agq, "agq_over_bound": agq_t / bound, "ring_over_agq": ring_t / agq_t,
-                       "agq_workers": s}
+                row = {"mb": mb, "n": n, "agq_s": agq_t, "agq_ok": ok, "agq_bits": bits, "agq_retx": retx,
+                       "agq_fallbacks": fb, "agq_wire": agq_wire, "ring_wire": ring_wire, "ring_s": ring_t,
+                       "ring_ok": g.get("ok"), "ring_times": g.get("times"), "bound_s": bound,
+                       "bound_agq_frames_s": bound_agq, "agq_over_own_bound": agq_t / bound_agq,
+                       "agq_over_bound": agq_t / bound, "ring_over_agq": ring_t / agq_t, "agq_workers": s}
                 rows.append(row)
                 print(f"{mb:5.0f} MB N={n}: agq {agq_t:.3f} s ({'ok' if ok else 'FAILED'}, avg {bits:.1f} bits, "
-                      f"{retx} retx, {fb} fallbacks)  ring {ring_t:.3f} s  bound {bound:.3f} s (agq frames {bound_agq:.3f})  agq/bound {agq_t / bound:.2f}  "
+                      f"{retx} retx, {fb} fallbacks)  ring {ring_t:.3f} s  bound {bound:.3f} s "
+                      f"(agq frames {bound_agq:.3f})  agq/bound {agq_t / bound:.2f}  "
                       f"ring/agq {ring_t / agq_t:.2f}  port-0 bytes per tensor byte: agq {agq_wire:.2f} ring {ring_wire:.2f}",
                       flush=True)
         if a.fairness_mb > 0 and k >= 4:
@@ -349,11 +350,13 @@ def main():
     md = [f"# rack bench: {meta['date']}, {meta['machine']}, rate {a.rate} per host port, "
           f"queue {a.queue} frames" + (f", ECN above {a.ecn}" if a.ecn else "") +
           f", switch ports net_{meta.get('driver')}, load {meta['load_before'][0]:.1f}",
-          "", "| MB | N | agq s/op | agq bits/elem | agq B/B | ring (Gloo) s/op | ring B/B | bound s | agq/bound | bound, agq frames | agq/that | ring/agq |",
+          "", "| MB | N | agq s/op | agq bits/elem | agq B/B | ring (Gloo) s/op | ring B/B | bound s | agq/bound "
+          "| bound, agq frames | agq/that | ring/agq |",
           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         md.append(f"| {r['mb']:.0f} | {r['n']} | {r['agq_s']:.3f}{'' if r['agq_ok'] else ' (failed)'} | "
-                  f"{r['agq_bits']:.1f} | {r['agq_wire']:.2f} | {r['ring_s']:.3f} | {r['ring_wire']:.2f} | {r['bound_s']:.3f} | {r['agq_over_bound']:.2f} | "
+                  f"{r['agq_bits']:.1f} | {r['agq_wire']:.2f} | {r['ring_s']:.3f} | {r['ring_wire']:.2f} | "
+                  f"{r['bound_s']:.3f} | {r['agq_over_bound']:.2f} | "
                   f"{r['bound_agq_frames_s']:.3f} | {r['agq_over_own_bound']:.2f} | "
                   f"{r['ring_over_agq']:.2f} |")
     f = meta.get("fairness")

@@ -6,12 +6,11 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from harness import binary, wait_for
+from harness import wait_for
 from rack import Rack, cleanup_stale, leftovers
 
 HERE = Path(__file__).resolve().parent

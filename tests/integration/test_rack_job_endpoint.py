@@ -12,7 +12,7 @@ import re
 import signal
 import time
 
-from harness import agqctl, binary, wait_for
+from harness import agqctl, wait_for
 from rack import Rack, job_endpoint, leftovers
 from test_rack_agq import agq_worker
 
