@@ -50,13 +50,19 @@ std::optional<std::string> check_job(const JobSpec& job) {
 std::optional<std::string> job_capacity_warning(const JobSpec& job) {
   namespace pa = pipeline::agq;
   const std::string id = "job " + std::to_string(job.job_id) + ": warning: ";
+  // A sequence that gets no window goes to the PS; without one it can only
+  // be retried until the workers give up.
+  const std::string no_ps = job.ps_port == tna::kNoPort
+                                ? "; this job has no PS (ps_port): a sequence that gets no window cannot complete "
+                                  "(add a PS, or rows)"
+                                : "";
   const unsigned g = pa::guard_bits(job.num_workers);
   const unsigned w_min = pa::kUnitBits * pa::min_grant_units(g);  // the narrowest min_width a DATA may carry
   if (job.max_width < w_min)
     return id + "PS only: max_width " + std::to_string(job.max_width) + " bits is below w_min " +
            std::to_string(w_min) + " bits (g = " + std::to_string(g) + " guard bits for " +
            std::to_string(job.num_workers) + " workers + 2 value bits): no window is ever granted, every " +
-           "sequence goes to the PS (raise max_width to " + std::to_string(w_min) + ")";
+           "sequence goes to the PS (raise max_width to " + std::to_string(w_min) + ")" + no_ps;
   const uint8_t shift = pa::row_shift_for(job.slots, job.rows);
   const uint64_t per_row = std::min<uint64_t>(uint64_t(1) << shift, job.slots);  // slots sharing a row
   const unsigned units = job.max_width / pa::kUnitBits;
@@ -71,7 +77,7 @@ std::optional<std::string> job_capacity_warning(const JobSpec& job) {
          "half: with windows of max_width " + std::to_string(job.max_width) + " bits (" + std::to_string(units) +
          " units) at most " + std::to_string(fit) + " of a row's " + std::to_string(per_row) +
          " slots aggregate in the switch at once, the rest go to the PS (rows = " + std::to_string(rows_needed) +
-         " hold every slot at " + std::to_string(job.max_width) + " bits)";
+         " hold every slot at " + std::to_string(job.max_width) + " bits)" + no_ps;
 }
 
 std::string format_job(const JobSpec& job) {

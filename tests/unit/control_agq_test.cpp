@@ -116,6 +116,8 @@ TEST_F(AgqCommandsTest, JobAddWarnsWhenRowsCannotHoldTheWindows) {
   const std::string two = ok(cp, "job add 3 workers=1 slots=8 rows=2 max_width=16" + w0);
   EXPECT_TRUE(contains(two, "at most 2 of a row's 4 slots")) << two;
   EXPECT_TRUE(contains(two, "rows = 4 hold every slot at 16 bits")) << two;
+  // None of these jobs has a PS: what gets no window has nowhere to go.
+  EXPECT_TRUE(contains(two, "this job has no PS (ps_port): a sequence that gets no window cannot complete")) << two;
   // Fits: 2 slots per row at 16 bits, or one slot per row at 32.
   EXPECT_EQ(ok(cp, "job add 4 workers=1 slots=8 rows=4 max_width=16" + w0), "");
   EXPECT_EQ(ok(cp, "job add 5 workers=1 slots=8 rows=8" + w0), "");
