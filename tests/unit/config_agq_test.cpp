@@ -317,6 +317,44 @@ TEST_F(ConfigAgqTest, MakeProgramAndInstallJobs) {
   EXPECT_EQ(routes, 1);
 }
 
+// docs/DEPLOY.md's rack: PS on port 0, four workers on 1..4, uplink on 5,
+// every host port a 10 Gbit/s link; the job installs on the agq program.
+TEST_F(ConfigAgqTest, ShippedRackExampleLoads) {
+  const SwitchConfig c = load_config((kSourceDir / "conf/rack.toml").string());
+  EXPECT_EQ(c.pipeline, "agq");
+  EXPECT_TRUE(c.job_listen.empty());
+  ASSERT_EQ(c.jobs.size(), 1u);
+  const auto& j = c.jobs[0].spec;
+  EXPECT_EQ(j.job_id, 1);
+  EXPECT_EQ(j.num_workers, 4);
+  EXPECT_EQ(j.ps_port, 0);
+  EXPECT_EQ(j.ps_ipv4, 0x0A030064u);
+  ASSERT_EQ(j.workers.size(), 4u);
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(j.workers[i].worker_id, i);
+    EXPECT_EQ(j.workers[i].port, i + 1);
+    EXPECT_EQ(j.workers[i].ipv4, 0x0A030001u + uint32_t(i));
+  }
+  ASSERT_EQ(c.links.size(), 5u);
+  for (const auto& l : c.links) {
+    EXPECT_LE(l.port, 4);
+    EXPECT_EQ(l.rate_bps, 10'000'000'000ull);
+    EXPECT_EQ(l.queue_packets, 1000u);
+    EXPECT_TRUE(l.ecn);
+    EXPECT_EQ(l.ecn_packets, 65u);
+  }
+  EXPECT_EQ(c.routes.size(), 6u);
+  EXPECT_EQ(c.macs.size(), 6u);
+  EXPECT_EQ(c.arp_proxy.size(), 6u);
+  EXPECT_NO_THROW(check_ports(c, 6));
+  EXPECT_THROW(check_ports(c, 5), ConfigError);
+  tna::ReplicationEngine pre;
+  auto prog = make_program(c, pre);
+  ASSERT_TRUE(prog);
+  EXPECT_NO_THROW(install_entries(c, *prog));
+  EXPECT_EQ(static_cast<AgqSwitchProgram&>(*prog).jobs().size(), 1u);
+}
+
 TEST_F(ConfigAgqTest, AddJobRefusalNamesTheJobLine) {
   // Two jobs of 2 rows each in a switch of 3 rows: the second does not fit.
   std::string second = kJob + kW0 + kW1;
